@@ -1,0 +1,171 @@
+"""Running one cell: build its cases, answer them through the store, score, judge, record."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .data import DataSource
+from .grid import Cell, format_length
+from .models.stored import StoredModel
+from .progress import CellProgress
+from .results import CellResult, Judgement, append_result
+from .settings import Settings
+from .stats import mean_ci
+from .tasks.base import BuildContext, CellDoesNotFit, GenerationTask, get_task
+
+SAMPLES_KEPT = 3
+"""Prompts/outputs kept per cell for reports."""
+SAMPLE_CHARS = 600
+"""Characters kept of each prompt's head and tail, and of each output."""
+
+
+@dataclass
+class Evaluator:
+    """Session-wide state that every cell needs; one per process (per xdist worker)."""
+
+    config: pytest.Config
+    settings: Settings
+    model: StoredModel
+    data: DataSource
+    run_dir: Path
+
+    @property
+    def build_context(self) -> BuildContext:
+        return BuildContext(self.model.tokenizer, self.model.renderer, self.data,
+                            self.settings.seed)
+
+    def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:
+        return CellResult(
+            nodeid=nodeid, suite=cell.suite, task=cell.task, length=cell.length,
+            depth=cell.depth, extra=dict(cell.extra), model=self.settings.model,
+            fingerprint=self.model.fingerprint, seed=self.settings.seed, source=source,
+        )
+
+    def judge(self, result: CellResult) -> None:
+        """Collect every criterion's judgement and set the outcome."""
+        hook = self.config.hook.pytest_lceval_judge
+        judgements: list[Judgement] = [j for j in hook(result=result, evaluator=self) if j]
+        result.judgements = sorted(judgements, key=lambda j: j.criterion)
+        failed = [j for j in result.judgements if not j.passed]
+        result.outcome = "failed" if failed else "passed"
+        result.reason = "; ".join(j.message for j in failed)
+
+
+class CellRun:
+    """The per-test face of the evaluator: ``lc_eval.run(cell)`` then ``lc_eval.check(result)``."""
+
+    def __init__(self, evaluator: Evaluator, nodeid: str,
+                 record_property: Callable[[str, object], None]) -> None:
+        self.evaluator = evaluator
+        self.nodeid = nodeid
+        self.record_property = record_property
+
+    def run(self, cell: Cell, task: GenerationTask | None = None) -> CellResult:
+        """Measure a generation cell; skips (recording why) when the cell cannot fit."""
+        evaluator = self.evaluator
+        model = evaluator.model
+        task = task or get_task(cell.task)
+        result = evaluator.new_result(self.nodeid, cell, evaluator.data.origin("pg_essays"))
+        if cell.length > model.context_window:
+            self.skip(result, f"cell length {cell.length} tokens ({format_length(cell.length)}) "
+                              f"exceeds the model's context window of {model.context_window} "
+                              f"tokens")
+        started = time.perf_counter()
+        try:
+            cases = task.build(cell, evaluator.build_context)
+        except CellDoesNotFit as exc:
+            self.skip(result, str(exc))
+        result.seconds_build = time.perf_counter() - started
+        result.source = cases[0].meta.get("source", result.source) if cases else result.source
+
+        progress = CellProgress(f"[{_worker()}] {self.nodeid}")
+        before = model.calls.requests
+        started = time.perf_counter()
+        try:
+            generations = model.generate([case.request() for case in cases], progress)
+        finally:
+            progress.close()
+        result.seconds_model = time.perf_counter() - started
+        result.model_requests = model.calls.requests - before
+
+        started = time.perf_counter()
+        scores = [task.score(g.text, case) for g, case in zip(generations, cases)]
+        result.seconds_score = time.perf_counter() - started
+
+        result.n = len(cases)
+        result.scores = scores
+        result.score, result.ci_low, result.ci_high = mean_ci(scores)
+        result.case_keys = [case.request().key() for case in cases]
+        result.input_tokens_mean = sum(c.prompt_tokens for c in cases) / max(len(cases), 1)
+        result.input_tokens_max = max((c.total_tokens for c in cases), default=0)
+        result.depths_achieved = [case.depth for case in cases]
+        result.samples = [
+            {"prompt": _clip(case.prompt), "gold": list(case.gold),
+             "output": g.text[:SAMPLE_CHARS], "score": s}
+            for case, g, s in list(zip(cases, generations, scores))[:SAMPLES_KEPT]
+        ]
+        return self.finish(result)
+
+    def finish(self, result: CellResult) -> CellResult:
+        """Judge, record properties and write the results line; used by every suite."""
+        self.evaluator.judge(result)
+        self._record(result)
+        append_result(self.evaluator.run_dir, result)
+        return result
+
+    def check(self, result: CellResult) -> None:
+        """Fail the test with every failed criterion's message."""
+        if result.outcome == "failed":
+            pytest.fail(f"{result.task} at {format_length(result.length)}: {result.reason}",
+                        pytrace=False)
+
+    def skip(self, result: CellResult, reason: str) -> Any:
+        result.outcome, result.reason = "skipped", reason
+        self.record_property("lceval_outcome", "skipped")
+        append_result(self.evaluator.run_dir, result)
+        pytest.skip(reason)
+
+    def _record(self, result: CellResult) -> None:
+        properties: dict[str, Any] = {
+            "score": round(result.score, 6), "ci_low": round(result.ci_low, 6),
+            "ci_high": round(result.ci_high, 6), "n": result.n, "task": result.task,
+            "length": result.length, "depth": result.depth,
+            "input_tokens_mean": round(result.input_tokens_mean, 1),
+            "input_tokens_max": result.input_tokens_max,
+            "depth_achieved_mean": _mean([d for d in result.depths_achieved if d is not None]),
+            "seconds_build": round(result.seconds_build, 3),
+            "seconds_model": round(result.seconds_model, 3),
+            "seconds_score": round(result.seconds_score, 3),
+            "model_requests": result.model_requests, "source": result.source,
+            "lceval_outcome": result.outcome,
+        }
+        for name, value in result.metrics.items():
+            if isinstance(value, (int, float, str, bool)) or value is None:
+                properties[name] = value
+        for judgement in result.judgements:
+            properties.update(judgement.properties)
+        for name, value in properties.items():
+            self.record_property(name, value)
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def _clip(text: str) -> str:
+    if len(text) <= 2 * SAMPLE_CHARS:
+        return text
+    return f"{text[:SAMPLE_CHARS]}\n[... {len(text) - 2 * SAMPLE_CHARS} characters ...]\n" \
+           f"{text[-SAMPLE_CHARS:]}"
+
+
+def _worker() -> str:
+    import os
+
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")

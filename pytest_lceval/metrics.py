@@ -1,0 +1,37 @@
+"""Per-case scores, each 0..1. SQuAD-style normalisation as HELMET's SubEM uses it."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, no punctuation, no articles, single spaces (SQuAD's normalisation)."""
+    text = text.lower().translate(_PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def substring_exact_match(output: str, golds: Sequence[str]) -> float:
+    """HELMET's SubEM: 1 if any normalised gold is a substring of the normalised output."""
+    normalized = normalize_answer(output)
+    return float(any(normalize_answer(gold) in normalized for gold in golds))
+
+
+def string_match_all(output: str, golds: Sequence[str]) -> float:
+    """RULER's string_match_all: the fraction of golds found as lower-case substrings."""
+    if not golds:
+        raise ValueError("string_match_all needs at least one gold string")
+    lowered = output.lower()
+    return sum(gold.lower() in lowered for gold in golds) / len(golds)
+
+
+def string_match_part(output: str, golds: Sequence[str]) -> float:
+    """RULER's string_match_part: 1 if any gold is a lower-case substring (for MQ-style tasks)."""
+    lowered = output.lower()
+    return float(any(gold.lower() in lowered for gold in golds))

@@ -1,0 +1,78 @@
+"""The small interface every backend implements, and the prompt rendering they share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
+
+
+class Tokenizer(Protocol):
+    """Token ids as the model under test sees them; task generators count and slice with it."""
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` with no special tokens added (for slicing corpora)."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """Turns a Prompt into the exact string the backend feeds, and counts its tokens.
+
+    ``template`` maps user text to the templated string up to the assistant turn (None when the
+    run uses no chat template). ``count`` returns the number of tokens the backend will feed for
+    a rendered string, special tokens (BOS) included: the length budget is about that number.
+    """
+
+    template: Callable[[str], str] | None
+    count: Callable[[str], int]
+
+    @property
+    def uses_template(self) -> bool:
+        return self.template is not None
+
+    def render(self, prompt: Prompt) -> str:
+        head = self.template(prompt.user) if self.template else prompt.user
+        return head + prompt.answer_prefix
+
+    def chat_source(self, prompt: Prompt) -> Prompt | None:
+        """The untemplated prompt to pass along for chat servers, when a template is used."""
+        return prompt if self.template else None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model under test. Batched in, batched out, in order; greedy decoding."""
+
+    spec: str
+    """The spec the user gave (e.g. 'smollm2'); shown in reports."""
+    tokenizer: Tokenizer
+    renderer: Renderer
+    context_window: int
+    """Maximum prompt + generated tokens the model accepts."""
+    fingerprint: str
+    """Hash of weights, tokenizer, template, engine version and decoding settings: part of every
+    store key, so a changed model never reuses stale answers."""
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]: ...
+
+    def rank(self, requests: Sequence[RankRequest]) -> list[Ranking]: ...
+
+    def describe(self) -> dict[str, str]:
+        """Short facts for the report header (model, device, dtype, engine...)."""
+        ...
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """Cut a generation before the first stop string (backends may overshoot by a few tokens)."""
+    cut = len(text)
+    for marker in stop:
+        if marker:
+            position = text.find(marker)
+            if position != -1:
+                cut = min(cut, position)
+    return text[:cut]

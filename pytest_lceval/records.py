@@ -1,0 +1,120 @@
+"""Typed records that flow between tasks, backends, the store and the reports.
+
+Every record is a frozen dataclass so that it can be hashed into a store key and
+compared across workers; nothing here imports torch or any backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def stable_hash(payload: Any) -> str:
+    """SHA-256 of a JSON rendering with sorted keys: identical on every machine and worker."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the model reads, before any chat template is applied."""
+
+    user: str
+    """The whole user-side text: instructions, demonstrations, context and question."""
+    answer_prefix: str = ""
+    """Text the answer must continue (HELMET's answer prefix for base models); may be empty."""
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Greedy continuation of a fully rendered prompt."""
+
+    prompt: str
+    """The rendered prompt, chat template already applied when the run uses one."""
+    max_new_tokens: int
+    """Generation budget; counted in the cell's length budget."""
+    stop: tuple[str, ...] = ()
+    """Strings that end the answer; the answer is cut before the first of them."""
+    chat: Prompt | None = None
+    """The untemplated prompt, set when the run uses a chat template, for chat-style servers."""
+
+    def key(self) -> str:
+        return stable_hash({"kind": "generate", **asdict(self)})
+
+
+@dataclass(frozen=True)
+class RankRequest:
+    """Next-token log-probabilities of each option's first token after ``prefix + suffix``.
+
+    ``prefix`` is shared by many requests (a Task Haystack stream); backends that can keep
+    its KV cache compute it once for all requests that share it.
+    """
+
+    prefix: str
+    suffix: str
+    options: tuple[str, ...]
+
+    def key(self) -> str:
+        return stable_hash({"kind": "rank", **asdict(self)})
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A backend's answer to a GenerateRequest."""
+
+    text: str
+    prompt_tokens: int
+    output_tokens: int
+    seconds: float = 0.0
+    """Model time for this answer (batch time divided among the batch)."""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A backend's answer to a RankRequest."""
+
+    logprobs: tuple[float, ...]
+    """Log-probability of each option's first token, in the request's option order."""
+    top_in_options: bool
+    """Whether the most likely next token over the whole vocabulary is one of the options."""
+    prompt_tokens: int
+    seconds: float = 0.0
+    method: str = "logprobs"
+    """How the scores were obtained: 'logprobs', or a fallback that a report must name."""
+
+    @property
+    def choice(self) -> int:
+        return max(range(len(self.logprobs)), key=self.logprobs.__getitem__)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One prompt with its gold answers, as a task generator built it."""
+
+    index: int
+    """Sample index inside the cell; with the cell and seed it identifies the case."""
+    prompt: str
+    """The rendered prompt sent to the model."""
+    gold: tuple[str, ...]
+    """Gold strings; how they are compared is the task's metric."""
+    prompt_tokens: int
+    """Measured length of ``prompt`` in the model's tokenizer."""
+    depth: float | None = None
+    """Achieved depth of the key information, percent of the context (None if not defined)."""
+    max_new_tokens: int = 32
+    stop: tuple[str, ...] = ()
+    chat: Prompt | None = None
+    """The untemplated prompt when a chat template was applied (see GenerateRequest.chat)."""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Free-form extras a report may show (e.g. the query key)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus generation budget: the quantity that a cell's length bounds."""
+        return self.prompt_tokens + self.max_new_tokens
+
+    def request(self) -> GenerateRequest:
+        return GenerateRequest(self.prompt, self.max_new_tokens, self.stop, self.chat)

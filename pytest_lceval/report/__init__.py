@@ -1,0 +1,1 @@
+"""Session-end reports: heatmaps, diagnostic plots, HTML extras, badge, summary."""

@@ -1,0 +1,109 @@
+"""Cell results: the record each test produces, and the run folder's results file."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+RESULTS_FILE = "results.jsonl"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One criterion's opinion of a cell."""
+
+    criterion: str
+    """Short name, e.g. 'threshold', 'longscore', 'baseline'."""
+    passed: bool
+    message: str
+    """What was measured and why it passed or failed, with the numbers."""
+    properties: dict[str, Any] = field(default_factory=dict)
+    """Values to record on the test (they reach JUnit XML)."""
+
+
+@dataclass
+class CellResult:
+    """Everything measured for one cell; one line of results.jsonl."""
+
+    nodeid: str
+    suite: str
+    task: str
+    length: int
+    depth: float | None
+    extra: dict[str, Any]
+    """Suite-specific axes of the cell (e.g. permutation)."""
+    model: str
+    fingerprint: str
+    seed: int
+    source: str
+    """Where the task text came from: 'data:<folder>' or 'fixtures'."""
+    n: int = 0
+    score: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    scores: list[float] = field(default_factory=list)
+    """Per-case scores in case order; paired comparisons use them."""
+    case_keys: list[str] = field(default_factory=list)
+    """Per-case request hashes: two runs' cases pair only if these match."""
+    input_tokens_mean: float = 0.0
+    input_tokens_max: int = 0
+    """Largest prompt + generation budget over the cases (never above the cell's length)."""
+    depths_achieved: list[float | None] = field(default_factory=list)
+    seconds_build: float = 0.0
+    seconds_model: float = 0.0
+    seconds_score: float = 0.0
+    model_requests: int = 0
+    """Requests that reached the model (0 when every answer came from the store)."""
+    absolute_threshold: bool = True
+    """Whether the score-threshold criterion applies (Task Haystack's verdict is its t-test)."""
+    outcome: str = "passed"
+    """'passed', 'failed' or 'skipped'."""
+    reason: str = ""
+    """Why a cell failed or was skipped."""
+    judgements: list[Judgement] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Suite-specific numbers (LongScore, t-test, accuracies...)."""
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    """The first few prompts and outputs, truncated, for reports."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CellResult:
+        judgements = [Judgement(**j) for j in data.get("judgements", [])]
+        return cls(**{**data, "judgements": judgements})
+
+
+def append_result(run_dir: Path, result: CellResult) -> None:
+    """Append one line; a file lock keeps lines whole when xdist workers write at once."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(result.to_json(), sort_keys=True, allow_nan=True)
+    with FileLock(str(run_dir / (RESULTS_FILE + ".lock"))), \
+            open(run_dir / RESULTS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def read_results(run_dir: Path) -> list[CellResult]:
+    """The run's results, one per test (the last line wins when a test ran twice)."""
+    path = run_dir / RESULTS_FILE
+    if not path.exists():
+        return []
+    by_node: dict[str, CellResult] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            result = CellResult.from_json(json.loads(line))
+            by_node[result.nodeid] = result
+    return [by_node[node] for node in sorted(by_node)]
+
+
+def write_merged(run_dir: Path, results: Iterable[CellResult]) -> None:
+    """Rewrite results.jsonl sorted by test id, so -n 2 and -n 0 give the same file."""
+    lines = [json.dumps(r.to_json(), sort_keys=True, allow_nan=True) for r in results]
+    (run_dir / RESULTS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")

@@ -1,0 +1,250 @@
+"""Run settings: declared once, resolved once (CLI > env > ini) into a frozen object.
+
+Every bad value raises pytest.UsageError naming the option, the value, where it came from and
+the fix, before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from .grid import parse_depth, parse_length
+
+T = TypeVar("T")
+
+DEFAULT_LENGTHS = "1k,2k,4k"
+DEFAULT_DEPTHS = "0,25,50,75,100"
+DEFAULT_SAMPLES = 10
+DEFAULT_SEED = 42
+DEFAULT_THRESHOLD = 0.5
+DATA_ENV = "LCEVAL_DATA"
+CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run depends on; workers receive the same values as the controller."""
+
+    model: str
+    """Backend spec, e.g. 'smollm2', 'hf:/path', 'mock:grep', 'openai:gpt-4o-mini'."""
+    lengths: tuple[int, ...]
+    depths: tuple[float, ...]
+    samples: int
+    seed: int
+    data_dir: Path | None
+    """Directory with the public data sets (pg_essays/, llicl/, ...); None = offline fixtures."""
+    out_root: Path
+    """Where run folders go: <out_root>/<run>/."""
+    run_name: str | None
+    store_path: Path
+    chat_template: str
+    """'auto' (use the model's template when it has one), 'on' or 'off'."""
+    threshold: float
+    """Default minimum cell score (0..1)."""
+    task_thresholds: dict[str, float] = field(default_factory=dict)
+    """Per-task minimum scores that override ``threshold``."""
+    tasks: tuple[str, ...] = ()
+    """Tasks to keep (empty = every task of each suite)."""
+    dtype: str = "auto"
+    device: str = "auto"
+    batch_size: int = 8
+
+    def threshold_for(self, task: str) -> float:
+        return self.task_thresholds.get(task, self.threshold)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lceval", "long-context evaluation (pytest-lceval)")
+    group.addoption("--model", dest="lceval_model", default=None,
+                    help="model under test: smollm2 (default), gemma3-270m, hf:PATH_OR_ID, "
+                         "hf:FILE.gguf, mock:NAME, openai:NAME, vllm:PATH_OR_ID")
+    group.addoption("--lengths", dest="lceval_lengths", default=None,
+                    help=f"context lengths in tokens, binary k (default {DEFAULT_LENGTHS})")
+    group.addoption("--depths", dest="lceval_depths", default=None,
+                    help=f"depths of the key information in percent (default {DEFAULT_DEPTHS})")
+    group.addoption("--samples", dest="lceval_samples", default=None,
+                    help=f"cases per cell (default {DEFAULT_SAMPLES})")
+    group.addoption("--lceval-seed", dest="lceval_seed", default=None,
+                    help=f"seed of every generated case (default {DEFAULT_SEED})")
+    group.addoption("--lceval-data", dest="lceval_data", default=None,
+                    help=f"data directory (pg_essays/, llicl/, ...); env {DATA_ENV}")
+    group.addoption("--lceval-out", dest="lceval_out", default=None,
+                    help="folder for run outputs (default reports/)")
+    group.addoption("--lceval-run", dest="lceval_run", default=None,
+                    help="name of this run's folder under --lceval-out (default: time and model)")
+    group.addoption("--lceval-store", dest="lceval_store", default=None,
+                    help="response store (SQLite) shared by runs (default .lceval/store.sqlite)")
+    group.addoption("--chat-template", dest="lceval_chat_template", default=None,
+                    choices=CHAT_TEMPLATE_CHOICES,
+                    help="apply the model's chat template: auto (if it has one), on, off")
+    group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
+                    help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
+                         "repeatable")
+    group.addoption("--lceval-tasks", dest="lceval_tasks", default=None,
+                    help="comma list of tasks to run (default: all of each suite)")
+    group.addoption("--lceval-dtype", dest="lceval_dtype", default=None,
+                    help="weights dtype for local backends: auto, float32, bfloat16, float16")
+    group.addoption("--lceval-device", dest="lceval_device", default=None,
+                    help="device for local backends: auto, cpu, cuda, cuda:N")
+    group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
+                    help="requests per backend call (default 8)")
+    for name, help_text, kind in _INI_KEYS:
+        parser.addini(name, help_text, type=kind)  # type: ignore[arg-type]
+
+
+_INI_KEYS = [
+    ("lceval_model", "default --model", "string"),
+    ("lceval_lengths", "default --lengths", "string"),
+    ("lceval_depths", "default --depths", "string"),
+    ("lceval_samples", "default --samples", "string"),
+    ("lceval_seed", "default --lceval-seed", "string"),
+    ("lceval_data", "default --lceval-data", "string"),
+    ("lceval_out", "default --lceval-out", "string"),
+    ("lceval_chat_template", "default --chat-template", "string"),
+    ("lceval_threshold", "default thresholds, one per line: 0.5 or task=0.3", "linelist"),
+    ("lceval_tasks", "default --lceval-tasks", "string"),
+    ("lceval_batch_size", "default --lceval-batch-size", "string"),
+]
+
+
+def flag(name: str) -> str:
+    """The command-line flag of option dest ``name``: lceval_lengths -> --lengths."""
+    short = name.removeprefix("lceval_")
+    if short in _UNPREFIXED:
+        return "--" + short.replace("_", "-")
+    return "--" + name.replace("_", "-")
+
+
+_UNPREFIXED = {"model", "lengths", "depths", "samples", "chat_template"}
+
+
+def lookup(config: pytest.Config, name: str, env: str | None = None) -> tuple[Any, str]:
+    """The raw value of setting ``name`` and where it came from (for error messages)."""
+    value = config.getoption(name)
+    if value not in (None, []):
+        return value, flag(name)
+    if env and os.environ.get(env):
+        return os.environ[env], f"${env}"
+    ini_value: Any = None
+    try:
+        ini_value = config.getini(name)
+    except ValueError:
+        pass
+    if ini_value not in (None, "", []):
+        return ini_value, f"ini key {name}"
+    return None, "default"
+
+
+def convert(value: Any, where: str, option: str, parse: Callable[[Any], T], fix: str) -> T:
+    """Parse a raw value, turning any failure into a UsageError that says where and how to fix."""
+    try:
+        return parse(value)
+    except (ValueError, TypeError) as exc:
+        raise pytest.UsageError(
+            f"pytest-lceval: bad value {value!r} for {option} (from {where}): {exc}. {fix}"
+        ) from None
+
+
+def _positive_int(text: Any) -> int:
+    number = int(str(text))
+    if number <= 0:
+        raise ValueError("must be a positive whole number")
+    return number
+
+
+def _comma_list(text: str, item: Callable[[str], T]) -> tuple[T, ...]:
+    items = [part for part in str(text).split(",") if part.strip()]
+    if not items:
+        raise ValueError("the list is empty")
+    return tuple(item(part) for part in items)
+
+
+def _unit_score(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("scores are fractions 0..1 (write 0.5, not 50)")
+    return value
+
+
+def _thresholds(values: list[str]) -> tuple[float | None, dict[str, float]]:
+    default: float | None = None
+    per_task: dict[str, float] = {}
+    for raw in values:
+        for part in str(raw).split(","):
+            if not part.strip():
+                continue
+            if "=" in part:
+                task, _, number = part.partition("=")
+                if not task.strip():
+                    raise ValueError(f"{part!r} names no task before '='")
+                per_task[task.strip()] = _unit_score(number)
+            else:
+                default = _unit_score(part)
+    return default, per_task
+
+
+def resolve(config: pytest.Config, rootdir: Path) -> Settings:
+    """Resolve every setting once; called in pytest_configure on controller and workers."""
+
+    def get(name: str, parse: Callable[[Any], T], default: T, fix: str, env: str | None = None) -> T:
+        value, where = lookup(config, name, env)
+        if value is None:
+            return default
+        return convert(value, where, flag(name), parse, fix)
+
+    lengths = get("lceval_lengths", lambda v: _comma_list(v, parse_length),
+                  _comma_list(DEFAULT_LENGTHS, parse_length),
+                  "Give a comma list such as --lengths 1k,2k,4k.")
+    depths = get("lceval_depths", lambda v: _comma_list(v, parse_depth),
+                 _comma_list(DEFAULT_DEPTHS, parse_depth),
+                 "Give percentages 0..100 such as --depths 0,50,100.")
+    raw_thresholds, where = lookup(config, "lceval_threshold")
+    threshold_values = raw_thresholds if isinstance(raw_thresholds, list) else []
+    default_threshold, task_thresholds = convert(
+        threshold_values, where, "--lceval-threshold", _thresholds,
+        "Write --lceval-threshold 0.5 or --lceval-threshold json_kv=0.3.")
+    data = get("lceval_data", lambda v: _existing_dir(str(v)), None,
+               "Point it at a folder holding pg_essays/, llicl/, ... or leave it unset to use "
+               "the offline fixtures.", env=DATA_ENV)
+    out_root = get("lceval_out", lambda v: Path(str(v)), rootdir / "reports", "Give a folder path.")
+    store = get("lceval_store", lambda v: Path(str(v)), rootdir / ".lceval" / "store.sqlite",
+                "Give a file path.")
+    return Settings(
+        model=get("lceval_model", str, "smollm2", "See --help for model specs."),
+        lengths=tuple(sorted(set(lengths))),
+        depths=tuple(sorted(set(depths))),
+        samples=get("lceval_samples", _positive_int, DEFAULT_SAMPLES, "Give e.g. --samples 20."),
+        seed=get("lceval_seed", lambda v: int(str(v)), DEFAULT_SEED, "Give an integer seed."),
+        data_dir=data,
+        out_root=out_root if out_root.is_absolute() else rootdir / out_root,
+        run_name=get("lceval_run", str, None, "Give a folder name."),
+        store_path=store if store.is_absolute() else rootdir / store,
+        chat_template=get("lceval_chat_template", _chat_choice, "auto",
+                          "Use auto, on or off."),
+        threshold=DEFAULT_THRESHOLD if default_threshold is None else default_threshold,
+        task_thresholds=task_thresholds,
+        tasks=get("lceval_tasks", lambda v: _comma_list(v, str.strip), (),
+                  "Give a comma list of task names."),
+        dtype=get("lceval_dtype", str, "auto", "Use auto, float32, bfloat16 or float16."),
+        device=get("lceval_device", str, "auto", "Use auto, cpu, cuda or cuda:N."),
+        batch_size=get("lceval_batch_size", _positive_int, 8, "Give e.g. --lceval-batch-size 4."),
+    )
+
+
+def _existing_dir(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a directory")
+    return path.resolve()
+
+
+def _chat_choice(text: str) -> str:
+    if text not in CHAT_TEMPLATE_CHOICES:
+        raise ValueError(f"choose one of {', '.join(CHAT_TEMPLATE_CHOICES)}")
+    return text

@@ -1,0 +1,180 @@
+"""Content-addressed store of model answers and shared values (SQLite, WAL mode).
+
+The store is the only module that knows about files and concurrency. Answers are keyed by
+(model fingerprint, request hash) and written before they are scored, so a crash loses nothing
+and a rerun, or another xdist worker, reuses them. Each row carries a checksum of its payload: a
+corrupted row is detected, dropped with a warning, and recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from filelock import FileLock
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    fingerprint TEXT NOT NULL,
+    request TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (fingerprint, request)
+);
+CREATE TABLE IF NOT EXISTS shared (
+    key TEXT PRIMARY KEY,
+    payload TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    created REAL NOT NULL
+);
+"""
+
+
+class StoreCorruptionWarning(UserWarning):
+    """A stored row failed its checksum or did not parse; it is recomputed."""
+
+
+def _checksum(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+class Store:
+    """One SQLite file shared by every process of a run, and by later runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            # A long busy timeout instead of 'database is locked': writers queue, never fail.
+            db = sqlite3.connect(self.path, timeout=120.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    # -- answers -----------------------------------------------------------------------------
+
+    def get_answers(self, fingerprint: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Stored payloads for the keys that have a sound row; corrupted rows are deleted."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, dict[str, Any]] = {}
+        db = self._connect()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = db.execute(
+                f"SELECT request, payload, checksum FROM answers "
+                f"WHERE fingerprint = ? AND request IN ({marks})",
+                [fingerprint, *chunk],
+            ).fetchall()
+            for request, payload, checksum in rows:
+                value = self._parse(payload, checksum, f"answer {request[:12]}")
+                if value is None:
+                    db.execute("DELETE FROM answers WHERE fingerprint = ? AND request = ?",
+                               (fingerprint, request))
+                else:
+                    found[request] = value
+        return found
+
+    def put_answers(self, fingerprint: str, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        rows = []
+        for key, value in items:
+            payload = json.dumps(value, sort_keys=True)
+            rows.append((fingerprint, key, payload, _checksum(payload), time.time()))
+        with self._transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)", rows)
+
+    def count_answers(self, fingerprint: str | None = None) -> int:
+        db = self._connect()
+        if fingerprint is None:
+            return int(db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        query = "SELECT COUNT(*) FROM answers WHERE fingerprint = ?"
+        return int(db.execute(query, (fingerprint,)).fetchone()[0])
+
+    # -- shared values (cross-cell quantities computed once) ------------------------------
+
+    def get_shared(self, key: str) -> Any | None:
+        row = self._connect().execute(
+            "SELECT payload, checksum FROM shared WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        value = self._parse(row[0], row[1], f"shared value {key[:24]}")
+        if value is None:
+            with self._transaction() as db:
+                db.execute("DELETE FROM shared WHERE key = ?", (key,))
+        return value
+
+    def put_shared(self, key: str, value: Any) -> None:
+        payload = json.dumps(value, sort_keys=True)
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO shared VALUES (?, ?, ?, ?)",
+                       (key, payload, _checksum(payload), time.time()))
+
+    def compute_once(self, key: str, compute: Callable[[], T],
+                     encode: Callable[[T], Any] = lambda v: v,
+                     decode: Callable[[Any], T] = lambda v: v) -> T:
+        """The value under ``key``, computed by whichever process asks first.
+
+        A per-key file lock serialises the computation across xdist workers; the operating
+        system releases it if the holder dies, so a killed worker never blocks the others.
+        """
+        stored = self.get_shared(key)
+        if stored is not None:
+            return decode(stored)
+        lock_dir = self.path.parent / "locks"
+        lock_dir.mkdir(exist_ok=True)
+        with FileLock(str(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock"))):
+            stored = self.get_shared(key)
+            if stored is not None:
+                return decode(stored)
+            value = compute()
+            self.put_shared(key, encode(value))
+            return value
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @staticmethod
+    def _parse(payload: str, checksum: str, what: str) -> Any | None:
+        if _checksum(payload) == checksum:
+            try:
+                return json.loads(payload)
+            except json.JSONDecodeError:
+                pass
+        warnings.warn(f"pytest-lceval store: {what} is corrupted; it will be recomputed",
+                      StoreCorruptionWarning, stacklevel=3)
+        return None

@@ -1,0 +1,1 @@
+"""Task generators: pure functions of (cell, tokenizer, seed) -> cases; no model calls."""

@@ -1,0 +1,90 @@
+"""What a task is: data that builds a cell's cases and scores an output. It never calls a model."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..data import DataSource
+from ..grid import Cell
+from ..models.base import Renderer, Tokenizer
+from ..records import Case
+
+
+class CellDoesNotFit(Exception):
+    """The cell cannot be built within its budget; the message names the numbers."""
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a generator may use: the model's tokenizer and renderer, data, and the run seed."""
+
+    tokenizer: Tokenizer
+    renderer: Renderer
+    data: DataSource
+    seed: int
+
+
+class GenerationTask(Protocol):
+    """A task scored on generated text (recall, QA...)."""
+
+    name: str
+    suite: str
+    """The suite (and category marker) the task belongs to."""
+    uses_depth: bool
+    """Whether the task places key information at a depth (so the grid sweeps depths)."""
+
+    def build(self, cell: Cell, context: BuildContext) -> list[Case]:
+        """The cell's cases, deterministic in (cell, seed); raises CellDoesNotFit."""
+        ...
+
+    def score(self, output: str, case: Case) -> float:
+        """Score 0..1 of one output."""
+        ...
+
+
+_TASKS: dict[str, GenerationTask] = {}
+
+
+def register(task: GenerationTask) -> GenerationTask:
+    if task.name in _TASKS:
+        raise ValueError(f"task {task.name!r} is registered twice")
+    _TASKS[task.name] = task
+    return task
+
+
+def register_all(tasks: list[GenerationTask]) -> None:
+    for task in tasks:
+        register(task)
+
+
+def get_task(name: str) -> GenerationTask:
+    _load_builtin_tasks()
+    if name not in _TASKS:
+        close = difflib.get_close_matches(name, list(_TASKS), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown task {name!r}.{hint} Known: {', '.join(sorted(_TASKS))}")
+    return _TASKS[name]
+
+
+def tasks_of_suite(suite: str) -> list[GenerationTask]:
+    _load_builtin_tasks()
+    return [task for task in _TASKS.values() if task.suite == suite]
+
+
+def all_task_names() -> list[str]:
+    _load_builtin_tasks()
+    return sorted(_TASKS)
+
+
+_BUILTIN_MODULES: list[str] = ["pytest_lceval.tasks.recall"]
+"""Modules whose import registers the built-in generation tasks."""
+
+
+def _load_builtin_tasks(importer: Callable[[str], object] | None = None) -> None:
+    import importlib
+
+    for module in _BUILTIN_MODULES:
+        (importer or importlib.import_module)(module)
