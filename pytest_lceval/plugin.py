@@ -29,8 +29,9 @@ SETTINGS = pytest.StashKey[Settings]()
 RUN_DIR = pytest.StashKey[Path]()
 SUITE_MARKER = "lceval"
 
-#: Plugins that suites add: each registers its own hooks (judges, grids, session reports).
-FEATURE_PLUGINS: list[str] = [
+#: Feature plugins, loaded with this one: each adds its own options and hooks (grids, judges,
+#: session reports), so suites grow without touching this file's logic.
+pytest_plugins = [
     "pytest_lceval.report.heatmaps",
 ]
 
@@ -54,8 +55,6 @@ def pytest_configure(config: pytest.Config) -> None:
     for length in settings.lengths:
         config.addinivalue_line("markers", f"{length_marker(length)}: cells of that length")
     config.pluginmanager.register(ThresholdCriterion(settings), "lceval-threshold")
-    for name in FEATURE_PLUGINS:
-        config.pluginmanager.import_plugin(name)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunName(), "lceval-xdist")
 

@@ -107,3 +107,4 @@ def write_merged(run_dir: Path, results: Iterable[CellResult]) -> None:
     """Rewrite results.jsonl sorted by test id, so -n 2 and -n 0 give the same file."""
     lines = [json.dumps(r.to_json(), sort_keys=True, allow_nan=True) for r in results]
     (run_dir / RESULTS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (run_dir / (RESULTS_FILE + ".lock")).unlink(missing_ok=True)

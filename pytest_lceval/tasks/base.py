@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,8 +83,6 @@ _BUILTIN_MODULES: list[str] = ["pytest_lceval.tasks.recall"]
 """Modules whose import registers the built-in generation tasks."""
 
 
-def _load_builtin_tasks(importer: Callable[[str], object] | None = None) -> None:
-    import importlib
-
+def _load_builtin_tasks() -> None:
     for module in _BUILTIN_MODULES:
-        (importer or importlib.import_module)(module)
+        importlib.import_module(module)
