@@ -1,5 +1,7 @@
-"""Repository-level defaults for `pytest suites/` from a checkout.
+"""Repository-level pytest configuration for running from a checkout.
 
-The plugin itself is installed through the `pytest11` entry point (pip install -e .); this file
-only keeps the checkout's own test runs from writing reports outside the repository.
+The plugin itself is loaded through the `pytest11` entry point (pip install -e .); the
+`pytester` fixture, which the plugin's own tests use, must be enabled here, at the root.
 """
+
+pytest_plugins = ["pytester"]
