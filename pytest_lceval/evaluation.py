@@ -95,7 +95,7 @@ class CellRun:
         result.model_requests = model.calls.requests - before
 
         started = time.perf_counter()
-        scores = [task.score(g.text, case) for g, case in zip(generations, cases)]
+        scores = [task.score(g.text, case) for g, case in zip(generations, cases, strict=True)]
         result.seconds_score = time.perf_counter() - started
 
         result.n = len(cases)
@@ -108,7 +108,7 @@ class CellRun:
         result.samples = [
             {"prompt": _clip(case.prompt), "gold": list(case.gold),
              "output": g.text[:SAMPLE_CHARS], "score": s}
-            for case, g, s in list(zip(cases, generations, scores))[:SAMPLES_KEPT]
+            for case, g, s in list(zip(cases, generations, scores, strict=True))[:SAMPLES_KEPT]
         ]
         return self.finish(result)
 

@@ -10,8 +10,8 @@ import pytest
 if TYPE_CHECKING:
     from .evaluation import Evaluator
     from .grid import Cell
-    from .settings import Settings
     from .results import CellResult, Judgement
+    from .settings import Settings
 
 
 @pytest.hookspec

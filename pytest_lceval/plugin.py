@@ -16,8 +16,13 @@ from .data import DataSource
 from .evaluation import CellRun, Evaluator
 from .grid import Cell, length_marker
 from .models.base import Backend
-from .models.registry import LoadOptions, MissingDependencyError, UnknownModelError, \
-    load_backend, split_spec
+from .models.registry import (
+    LoadOptions,
+    MissingDependencyError,
+    UnknownModelError,
+    load_backend,
+    split_spec,
+)
 from .models.stored import StoredModel
 from .results import read_results, write_merged
 from .settings import Settings, add_options, resolve

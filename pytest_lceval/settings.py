@@ -6,6 +6,7 @@ the fix, before any model is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -132,10 +133,8 @@ def lookup(config: pytest.Config, name: str, env: str | None = None) -> tuple[An
     if env and os.environ.get(env):
         return os.environ[env], f"${env}"
     ini_value: Any = None
-    try:
+    with contextlib.suppress(ValueError):  # options without an ini key
         ini_value = config.getini(name)
-    except ValueError:
-        pass
     if ini_value not in (None, "", []):
         return ini_value, f"ini key {name}"
     return None, "default"
@@ -192,7 +191,8 @@ def _thresholds(values: list[str]) -> tuple[float | None, dict[str, float]]:
 def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     """Resolve every setting once; called in pytest_configure on controller and workers."""
 
-    def get(name: str, parse: Callable[[Any], T], default: T, fix: str, env: str | None = None) -> T:
+    def get(name: str, parse: Callable[[Any], T], default: T, fix: str,
+            env: str | None = None) -> T:
         value, where = lookup(config, name, env)
         if value is None:
             return default

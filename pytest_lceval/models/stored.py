@@ -60,8 +60,9 @@ class StoredModel:
             key: load(value) for key, value in self.store.get_answers(fingerprint, keys).items()
         }
         self.calls.reused += sum(1 for key in keys if key in answers)
-        missing = [(key, request) for key, request in zip(keys, requests) if key not in answers]
-        missing = list(dict((key, request) for key, request in missing).items())
+        # One entry per distinct missing key: duplicates in a batch reach the model once.
+        missing = list({key: request for key, request in zip(keys, requests, strict=True)
+                        if key not in answers}.items())
         tokens, started = 0, time.perf_counter()
         for start in range(0, len(missing), self.batch_size):
             batch = missing[start : start + self.batch_size]
@@ -71,8 +72,9 @@ class StoredModel:
                     f"backend {self.backend.spec} returned {len(results)} answers for "
                     f"{len(batch)} requests"
                 )
-            self.store.put_answers(fingerprint, ((k, asdict(a)) for (k, _), a in zip(batch, results)))
-            answers.update((key, result) for (key, _), result in zip(batch, results))
+            self.store.put_answers(
+                fingerprint, ((k, asdict(a)) for (k, _), a in zip(batch, results, strict=True)))
+            answers.update((key, result) for (key, _), result in zip(batch, results, strict=True))
             self.calls.requests += len(batch)
             self.calls.batches += 1
             tokens += sum(result.prompt_tokens for result in results)
