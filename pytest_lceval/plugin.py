@@ -51,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     settings = resolve(config, config.rootpath)
+    try:
+        split_spec(settings.model)
+    except UnknownModelError as exc:
+        raise pytest.UsageError(f"pytest-lceval: --model: {exc}") from None
     config.stash[SETTINGS] = settings
     config.stash[RUN_DIR] = _run_dir(config, settings)
     config.addinivalue_line(
@@ -129,10 +133,6 @@ def lc_backend(lc_settings: Settings) -> Backend:
 
 
 def _load(settings: Settings) -> Backend:
-    try:
-        split_spec(settings.model)
-    except UnknownModelError as exc:
-        raise pytest.UsageError(f"pytest-lceval: --model: {exc}") from None
     options = LoadOptions(settings.chat_template, settings.dtype, settings.device)
     try:
         return load_backend(settings.model, options)

@@ -20,7 +20,7 @@ class CellProgress:
         self.after = after
         self.log_every = log_every
         self.started = time.perf_counter()
-        self._last = 0.0
+        self._last = -float("inf")
         self._live = False
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
 

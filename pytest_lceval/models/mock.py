@@ -26,7 +26,8 @@ _PIECE = re.compile(r"\s*\S+|\s+$")
 _NEEDLE = re.compile(r"for ([\w\-]+) is:? ([\w\-]+)")
 _JSON_PAIR = re.compile(r'"([\w\-]+)": "([\w\-]+)"')
 _QUESTION_SPAN = 400
-"""How many characters at the end of the prompt hold the question that names the keys."""
+"""How many characters at the end of the prompt hold the question that names the keys (at most
+half of the prompt)."""
 
 
 class WordTokenizer:
@@ -96,7 +97,8 @@ class MockBackend:
 
     def _lookup(self, prompt: str) -> list[str]:
         """Values of every key that the question (the prompt's tail) names, in prompt order."""
-        body, question = prompt[:-_QUESTION_SPAN], prompt[-_QUESTION_SPAN:]
+        span = min(_QUESTION_SPAN, len(prompt) // 2)
+        body, question = prompt[:-span], prompt[-span:]
         values = []
         for pattern in (_NEEDLE, _JSON_PAIR):
             for match in pattern.finditer(body):

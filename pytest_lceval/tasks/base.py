@@ -49,10 +49,17 @@ _TASKS: dict[str, GenerationTask] = {}
 
 
 def register(task: GenerationTask) -> GenerationTask:
-    if task.name in _TASKS:
-        raise ValueError(f"task {task.name!r} is registered twice")
+    """Add a task; re-importing the module that defines it (pytester, reloads) replaces it."""
+    existing = _TASKS.get(task.name)
+    if existing is not None and _origin(existing) != _origin(task):
+        raise ValueError(f"task {task.name!r} is registered twice: by {_origin(existing)} and "
+                         f"by {_origin(task)}; rename one")
     _TASKS[task.name] = task
     return task
+
+
+def _origin(task: GenerationTask) -> str:
+    return f"{type(task).__module__}.{type(task).__qualname__}"
 
 
 def register_all(tasks: list[GenerationTask]) -> None:
