@@ -13,6 +13,7 @@ import pytest
 from .data import DataSource
 from .grid import Cell, format_length
 from .models.stored import StoredModel
+from .prior_knowledge import exclude_known
 from .progress import CellProgress
 from .results import CellResult, Judgement, append_result
 from .settings import Settings
@@ -53,8 +54,9 @@ class Evaluator:
         judgements: list[Judgement] = [j for j in hook(result=result, evaluator=self) if j]
         result.judgements = sorted(judgements, key=lambda j: j.criterion)
         failed = [j for j in result.judgements if not j.passed]
-        result.outcome = "failed" if failed else "passed"
-        result.reason = "; ".join(j.message for j in failed)
+        undefined = [j for j in result.judgements if j.skip]
+        result.outcome = "failed" if failed else "skipped" if undefined else "passed"
+        result.reason = "; ".join(j.message for j in failed or undefined)
 
 
 class CellRun:
@@ -65,6 +67,8 @@ class CellRun:
         self.evaluator = evaluator
         self.nodeid = nodeid
         self.record_property = record_property
+        self.results: list[CellResult] = []
+        """This test's finished or skipped cells, for per-test report extras (html.py)."""
 
     def run(self, cell: Cell, task: GenerationTask | None = None) -> CellResult:
         """Measure a generation cell; skips (recording why) when the cell cannot fit."""
@@ -73,9 +77,8 @@ class CellRun:
         task = task or get_task(cell.task)
         result = evaluator.new_result(self.nodeid, cell, evaluator.data.origin("pg_essays"))
         if cell.length > model.context_window:
-            self.skip(result, f"cell length {cell.length} tokens ({format_length(cell.length)}) "
-                              f"exceeds the model's context window of {model.context_window} "
-                              f"tokens")
+            self.skip(result, f"cell length {cell.length} tokens exceeds the model's context "
+                              f"window of {model.context_window} tokens")
         started = time.perf_counter()
         try:
             cases = task.build(cell, evaluator.build_context)
@@ -84,9 +87,15 @@ class CellRun:
         result.seconds_build = time.perf_counter() - started
         result.source = cases[0].meta.get("source", result.source) if cases else result.source
 
-        progress = CellProgress(f"[{_worker()}] {self.nodeid}")
         before = model.calls.requests
         started = time.perf_counter()
+        known = exclude_known(model, task, cases, evaluator.build_context,
+                              evaluator.settings.prior_knowledge_threshold)
+        result.metrics.update(known.metrics)
+        if cases and not known.kept:
+            self.skip(result, known.reason_all_excluded())
+        cases = known.kept
+        progress = CellProgress(f"[{_worker()}] {self.nodeid}")
         try:
             generations = model.generate([case.request() for case in cases], progress)
         finally:
@@ -115,6 +124,7 @@ class CellRun:
     def finish(self, result: CellResult) -> CellResult:
         """Judge, record properties and write the results line; used by every suite."""
         self.evaluator.judge(result)
+        self.results.append(result)
         self._record(result)
         append_result(self.evaluator.run_dir, result)
         return result
@@ -124,9 +134,12 @@ class CellRun:
         if result.outcome == "failed":
             pytest.fail(f"{result.task} at {format_length(result.length)}: {result.reason}",
                         pytrace=False)
+        if result.outcome == "skipped":
+            pytest.skip(result.reason)
 
     def skip(self, result: CellResult, reason: str) -> Any:
         result.outcome, result.reason = "skipped", reason
+        self.results.append(result)
         self.record_property("lceval_outcome", "skipped")
         append_result(self.evaluator.run_dir, result)
         pytest.skip(reason)

@@ -24,7 +24,9 @@ def parse_length(text: str) -> int:
 
 
 def format_length(tokens: int) -> str:
-    """Inverse of parse_length for display and ids: 8192 -> '8k', 1536 -> '1.5k', 3000 -> '3000'."""
+    """Inverse of parse_length for display and ids: 8192 -> '8k', 1536 -> '1.5k', 512 -> '512'."""
+    if tokens < 1024:
+        return str(tokens)
     if tokens % 1024 == 0:
         return f"{tokens // 1024}k" if tokens < 1024 * 1024 else f"{tokens // (1024 * 1024)}m"
     if (tokens * 2) % 1024 == 0:
@@ -63,14 +65,22 @@ class Cell:
     samples: int
     extra: tuple[tuple[str, Any], ...] = field(default=())
     """Suite-specific axes (e.g. Task Haystack's permutation), as sorted (name, value) pairs."""
+    label: str | None = None
+    """Names the length axis in ids and markers when it is a setting rather than a token budget
+    (Task Haystack's '16t1s' = 16 tasks, 1 shot per class, whose token length is measured)."""
 
     @property
     def id(self) -> str:
-        parts = [self.task, format_length(self.length)]
+        parts = [self.task, self.label or format_length(self.length)]
         if self.depth is not None:
             parts.append(format_depth(self.depth))
         parts.extend(str(value) for _, value in self.extra)
         return "-".join(parts)
+
+    @property
+    def length_mark(self) -> str:
+        """The cell's length marker: ``len_4k``, or ``len_<label>`` for labelled lengths."""
+        return "len_" + self.label if self.label else length_marker(self.length)
 
     def get(self, name: str, default: Any = None) -> Any:
         return dict(self.extra).get(name, default)

@@ -23,6 +23,7 @@ from .models.registry import (
     load_backend,
     split_spec,
 )
+from .models.serving import ServingOptions
 from .models.stored import StoredModel
 from .results import read_results, write_merged
 from .settings import Settings, add_options, resolve
@@ -32,12 +33,21 @@ from .verdicts import ThresholdCriterion
 
 SETTINGS = pytest.StashKey[Settings]()
 RUN_DIR = pytest.StashKey[Path]()
+MARKERS = pytest.StashKey[set[str]]()
+"""Suite and length markers registered so far (they depend on the suites collected)."""
 SUITE_MARKER = "lceval"
 
 #: Feature plugins, loaded with this one: each adds its own options and hooks (grids, judges,
 #: session reports), so suites grow without touching this file's logic.
 pytest_plugins = [
     "pytest_lceval.report.heatmaps",
+    "pytest_lceval.haystack.plugin",
+    "pytest_lceval.serving_plugin",
+    "pytest_lceval.baseline.plugin",
+    "pytest_lceval.report.summary",
+    "pytest_lceval.report.badge",
+    "pytest_lceval.report.html",
+    "pytest_lceval.longscore.plugin",
 ]
 
 
@@ -59,10 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_DIR] = _run_dir(config, settings)
     config.addinivalue_line(
         "markers", f"{SUITE_MARKER}(suite): expand the test over the suite's cell grid")
-    for suite in ("recall", "task_haystack", "longbench100"):
-        config.addinivalue_line("markers", f"{suite}: cells of the {suite} suite")
-    for length in settings.lengths:
-        config.addinivalue_line("markers", f"{length_marker(length)}: cells of that length")
+    config.stash[MARKERS] = set()
     config.pluginmanager.register(ThresholdCriterion(settings), "lceval-threshold")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunName(), "lceval-xdist")
@@ -106,12 +113,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     suite = marker.kwargs.get("suite") or marker.args[0]
     settings = metafunc.config.stash[SETTINGS]
     cells: list[Cell] = grid_for_suite(metafunc.config, suite, settings)
+    for cell in cells:
+        _register_marker(metafunc.config, cell.suite, f"cells of the {cell.suite} suite")
+        _register_marker(metafunc.config, cell.length_mark, "cells of that length")
     params = [
         pytest.param(cell, id=cell.id, marks=[
-            getattr(pytest.mark, cell.suite), getattr(pytest.mark, length_marker(cell.length))])
+            getattr(pytest.mark, cell.suite), getattr(pytest.mark, cell.length_mark)])
         for cell in cells
     ]
     metafunc.parametrize("lc_cell", params)
+
+
+def _register_marker(config: pytest.Config, name: str, description: str) -> None:
+    """Register a grid marker once, so -m works under --strict-markers."""
+    if name not in config.stash[MARKERS]:
+        config.stash[MARKERS].add(name)
+        config.addinivalue_line("markers", f"{name}: {description}")
 
 
 @pytest.fixture(scope="session")
@@ -127,13 +144,17 @@ def lc_store(lc_settings: Settings) -> Iterator[Store]:
 
 
 @pytest.fixture(scope="session")
-def lc_backend(lc_settings: Settings) -> Backend:
-    """The model under test, loaded once per process (once per xdist worker)."""
-    return _load(lc_settings)
+def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
+    """The model under test, loaded once per process (once per xdist worker, on the GPU that
+    serving_plugin chose for the worker in pytest_configure)."""
+    from .serving_plugin import serving_options  # a feature plugin: pytest imports it first
+
+    return _load(lc_settings, serving_options(pytestconfig))
 
 
-def _load(settings: Settings) -> Backend:
-    options = LoadOptions(settings.chat_template, settings.dtype, settings.device)
+def _load(settings: Settings, serving: ServingOptions | None = None) -> Backend:
+    options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
+                          serving=serving or ServingOptions())
     try:
         return load_backend(settings.model, options)
     except MissingDependencyError as exc:
@@ -160,8 +181,10 @@ def lc_eval(lc_evaluator: Evaluator, request: pytest.FixtureRequest,
     return CellRun(lc_evaluator, request.node.nodeid, record_property)
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """tryfirst: session reports must exist before pytest-html renders its page (its own
+    sessionfinish, trylast, calls pytest_html_results_summary)."""
     config = session.config
     if hasattr(config, "workerinput") or SETTINGS not in config.stash:
         return

@@ -25,6 +25,9 @@ class Judgement:
     """What was measured and why it passed or failed, with the numbers."""
     properties: dict[str, Any] = field(default_factory=dict)
     """Values to record on the test (they reach JUnit XML)."""
+    skip: bool = False
+    """The criterion cannot judge this cell (e.g. LongScore on a base ability near 0): unless
+    another criterion failed, the cell is skipped with ``message`` as the reason."""
 
 
 @dataclass

@@ -24,6 +24,7 @@ DEFAULT_DEPTHS = "0,25,50,75,100"
 DEFAULT_SAMPLES = 10
 DEFAULT_SEED = 42
 DEFAULT_THRESHOLD = 0.5
+DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD = 0.5
 DATA_ENV = "LCEVAL_DATA"
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 
@@ -55,9 +56,19 @@ class Settings:
     dtype: str = "auto"
     device: str = "auto"
     batch_size: int = 8
+    threshold_explicit: bool = False
+    """Whether the global ``threshold`` was given by the user (option or ini), not defaulted."""
+    prior_knowledge_threshold: float = DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD
+    """A QA case whose no-context answer scores at least this measures memory, not context use,
+    and is excluded (100-LongBench's prior-knowledge filter)."""
 
     def threshold_for(self, task: str) -> float:
         return self.task_thresholds.get(task, self.threshold)
+
+    def threshold_is_explicit(self, task: str) -> bool:
+        """Whether the user chose the task's threshold; a relative criterion (LongScore) may
+        replace a defaulted threshold, never one the user asked for."""
+        return task in self.task_thresholds or self.threshold_explicit
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -95,6 +106,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="device for local backends: auto, cpu, cuda, cuda:N")
     group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
                     help="requests per backend call (default 8)")
+    group.addoption("--prior-knowledge-threshold", dest="lceval_prior_knowledge_threshold",
+                    default=None,
+                    help="exclude QA cases whose no-context answer scores at least this, 0..1 "
+                         f"(default {DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD})")
     for name, help_text, kind in _INI_KEYS:
         parser.addini(name, help_text, type=kind)  # type: ignore[arg-type]
 
@@ -111,6 +126,7 @@ _INI_KEYS = [
     ("lceval_threshold", "default thresholds, one per line: 0.5 or task=0.3", "linelist"),
     ("lceval_tasks", "default --lceval-tasks", "string"),
     ("lceval_batch_size", "default --lceval-batch-size", "string"),
+    ("lceval_prior_knowledge_threshold", "default --prior-knowledge-threshold", "string"),
 ]
 
 
@@ -122,7 +138,8 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-_UNPREFIXED = {"model", "lengths", "depths", "samples", "chat_template"}
+_UNPREFIXED = {"model", "lengths", "depths", "samples", "chat_template",
+               "prior_knowledge_threshold"}
 
 
 def lookup(config: pytest.Config, name: str, env: str | None = None) -> tuple[Any, str]:
@@ -234,6 +251,10 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         dtype=get("lceval_dtype", str, "auto", "Use auto, float32, bfloat16 or float16."),
         device=get("lceval_device", str, "auto", "Use auto, cpu, cuda or cuda:N."),
         batch_size=get("lceval_batch_size", _positive_int, 8, "Give e.g. --lceval-batch-size 4."),
+        threshold_explicit=default_threshold is not None,
+        prior_knowledge_threshold=get(
+            "lceval_prior_knowledge_threshold", _unit_score, DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD,
+            "Give a fraction such as --prior-knowledge-threshold 0.5."),
     )
 
 

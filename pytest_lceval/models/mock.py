@@ -6,8 +6,14 @@ Spec: ``mock:NAME?param=value&...``
   perfect retriever. ``miss=25-75`` makes it forget keys whose position lies in that percent
   range of the prompt (a lost-in-the-middle model); ``window=N`` sets the context window.
 - ``mock:constant`` always answers ``text`` (default "I do not know").
+- ``mock:icl`` is an in-context learner for rank requests (Task Haystack): it predicts the label
+  of the demonstration most similar to the test input (word overlap), looking only at
+  demonstrations written in the test input's own template (same field names). ``reach=N`` makes
+  it blind to demonstrations that end more than N characters before the end of the prompt (a
+  model that forgets the distant past); with no visible demonstration it falls back to the hash
+  score and reports its top token as out of the options. It generates like ``mock:grep``.
 
-Rank requests score options by a hash of (prompt, option): deterministic, not learnable.
+Other mocks rank options by a hash of (prompt, option): deterministic, not learnable.
 The tokenizer splits on whitespace boundaries (a token is a word with its leading space).
 """
 
@@ -25,9 +31,9 @@ from .registry import LoadOptions
 _PIECE = re.compile(r"\s*\S+|\s+$")
 _NEEDLE = re.compile(r"for ([\w\-]+) is:? ([\w\-]+)")
 _JSON_PAIR = re.compile(r'"([\w\-]+)": "([\w\-]+)"')
-_QUESTION_SPAN = 400
-"""How many characters at the end of the prompt hold the question that names the keys (at most
-half of the prompt)."""
+MOCK_VERSION = 2
+"""Part of the fingerprint: bump it when a mock's answers change, so stores never serve the old
+behaviour's answers."""
 
 
 class WordTokenizer:
@@ -54,8 +60,8 @@ class MockBackend:
     """See the module docstring for the behaviours."""
 
     def __init__(self, name: str, params: dict[str, str], options: LoadOptions) -> None:
-        if name not in ("grep", "constant"):
-            raise ValueError(f"unknown mock {name!r}: use mock:grep or mock:constant")
+        if name not in ("grep", "constant", "icl"):
+            raise ValueError(f"unknown mock {name!r}: use mock:grep, mock:constant or mock:icl")
         self.name = name
         self.params = params
         self.spec = "mock:" + name + ("?" + "&".join(f"{k}={v}" for k, v in params.items())
@@ -65,9 +71,11 @@ class MockBackend:
             if options.chat_template == "on" else None
         self.renderer = Renderer(template, lambda text: len(self.tokenizer.encode(text)))
         self.context_window = int(params.get("window", 8192))
-        self.fingerprint = stable_hash({"mock": self.spec, "template": template is not None})
+        self.fingerprint = stable_hash({"mock": self.spec, "version": MOCK_VERSION,
+                                        "template": template is not None})
         low, _, high = params.get("miss", "").partition("-")
         self._miss = (float(low), float(high)) if high else None
+        self._reach = int(params["reach"]) if "reach" in params else None
 
     def describe(self) -> dict[str, str]:
         return {"backend": "mock", "model": self.spec, "window": str(self.context_window)}
@@ -79,12 +87,37 @@ class MockBackend:
         results = []
         for request in requests:
             prompt = request.prefix + request.suffix
-            scores = tuple(
-                -1.0 - (zlib.crc32((prompt + "\x00" + option).encode()) % 1000) / 100.0
-                for option in request.options
-            )
-            results.append(Ranking(scores, True, self.renderer.count(prompt)))
+            scores = tuple(_hash_score(prompt, option) for option in request.options)
+            learned = self._in_context(prompt, request.options) if self.name == "icl" else None
+            if learned is not None:
+                scores = tuple(a + b / 1000.0 for a, b in zip(learned, scores, strict=True))
+            top_in_options = self.name != "icl" or learned is not None
+            results.append(Ranking(scores, top_in_options, self.renderer.count(prompt)))
         return results
+
+    def _in_context(self, prompt: str, options: Sequence[str]) -> tuple[float, ...] | None:
+        """Best word overlap of the test input with each option's visible demonstrations,
+        or None when no demonstration of this template is visible."""
+        lines = prompt.rstrip().split("\n")
+        if len(lines) < 2 or not lines[-1].endswith(":") or ": " not in lines[-2]:
+            return None
+        answer_field = lines[-1][:-1]
+        input_field, _, text = lines[-2].partition(": ")
+        body = prompt[: prompt.rstrip().rfind(lines[-2])]
+        pattern = re.compile(rf"^{re.escape(input_field)}: (.*)\n{re.escape(answer_field)}: (.*)$",
+                             re.MULTILINE)
+        horizon = len(prompt) - self._reach if self._reach is not None else 0
+        best = dict.fromkeys(options, -2.0)  # log-probability-like: overlap - 1, in [-1, 0]
+        seen = False
+        words = set(text.lower().split())
+        for match in pattern.finditer(body):
+            if match.end() < horizon or match.group(2) not in best:
+                continue
+            seen = True
+            other = set(match.group(1).lower().split())
+            overlap = len(words & other) / max(len(words | other), 1)
+            best[match.group(2)] = max(best[match.group(2)], overlap - 1.0)
+        return tuple(best[option] for option in options) if seen else None
 
     def _generate(self, request: GenerateRequest) -> Generation:
         prompt = request.prompt
@@ -96,20 +129,25 @@ class MockBackend:
         return Generation(text, self.renderer.count(prompt), len(self.tokenizer.encode(text)))
 
     def _lookup(self, prompt: str) -> list[str]:
-        """Values of every key that the question (the prompt's tail) names, in prompt order."""
-        span = min(_QUESTION_SPAN, len(prompt) // 2)
-        body, question = prompt[:-span], prompt[-span:]
+        """Values of every key that the question names, in prompt order; the question is the
+        text after the last key-value item."""
+        items = sorted((match for pattern in (_NEEDLE, _JSON_PAIR)
+                        for match in pattern.finditer(prompt)), key=lambda m: m.start())
+        question = prompt[items[-1].end():] if items else prompt
         values = []
-        for pattern in (_NEEDLE, _JSON_PAIR):
-            for match in pattern.finditer(body):
-                key, value = match.group(1), match.group(2)
-                position = 100.0 * match.start() / max(len(prompt), 1)
-                if key in question and not self._forgets(position) and value not in values:
-                    values.append(value)
+        for match in items:
+            key, value = match.group(1), match.group(2)
+            position = 100.0 * match.start() / max(len(prompt), 1)
+            if key in question and not self._forgets(position) and value not in values:
+                values.append(value)
         return values
 
     def _forgets(self, position: float) -> bool:
         return self._miss is not None and self._miss[0] <= position <= self._miss[1]
+
+
+def _hash_score(prompt: str, option: str) -> float:
+    return -1.0 - (zlib.crc32((prompt + "\x00" + option).encode()) % 1000) / 100.0
 
 
 def load_mock(rest: str, options: LoadOptions) -> MockBackend:

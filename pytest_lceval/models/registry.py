@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .base import Backend
+from .serving import ServingOptions
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class LoadOptions:
     device: str = "auto"
     cache_dir: Path | None = None
     """Where converted weights are cached (presets convert GGUF to a plain HF folder once)."""
+    serving: ServingOptions = ServingOptions()
+    """Options of the serving backends (openai:, vllm:): endpoint, API mode, concurrency..."""
 
 
 @dataclass(frozen=True)

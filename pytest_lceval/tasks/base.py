@@ -30,11 +30,19 @@ class BuildContext:
 class GenerationTask(Protocol):
     """A task scored on generated text (recall, QA...)."""
 
-    name: str
-    suite: str
-    """The suite (and category marker) the task belongs to."""
-    uses_depth: bool
-    """Whether the task places key information at a depth (so the grid sweeps depths)."""
+    # Read-only properties, so that frozen dataclasses satisfy the protocol.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def suite(self) -> str:
+        """The suite (and category marker) the task belongs to."""
+        ...
+
+    @property
+    def uses_depth(self) -> bool:
+        """Whether the task places key information at a depth (so the grid sweeps depths)."""
+        ...
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         """The cell's cases, deterministic in (cell, seed); raises CellDoesNotFit."""
@@ -86,7 +94,7 @@ def all_task_names() -> list[str]:
     return sorted(_TASKS)
 
 
-_BUILTIN_MODULES: list[str] = ["pytest_lceval.tasks.recall"]
+_BUILTIN_MODULES: list[str] = ["pytest_lceval.tasks.recall", "pytest_lceval.tasks.longbench"]
 """Modules whose import registers the built-in generation tasks."""
 
 

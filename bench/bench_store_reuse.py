@@ -1,0 +1,80 @@
+"""Cold run vs warm rerun of the same recall cells with the smollm2 preset (target: warm answers
+at least 100x faster than cold ones).
+
+Usage: ``python bench/bench_store_reuse.py [--lengths 1k] [--samples 3] [--model smollm2]``
+
+Both runs are real ``pytest suites/test_recall.py`` processes sharing one fresh store: the cold
+run computes every answer, the warm run finds every answer stored. Three ratios are printed:
+*answer time* (seconds inside the model call, store lookups included: what the store saves),
+*cell time* (building the cases, answering, scoring: what a cell costs) and *whole run* (the
+processes' wall time, which also pays for Python, pytest and loading the model once: fixed costs
+that no store can remove). The target applies to answer time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "suites" / "test_recall.py"
+TARGET = 100.0
+
+
+def run(name: str, folder: Path, options: argparse.Namespace) -> tuple[float, list[dict]]:
+    """One pytest process; (wall seconds, its results rows)."""
+    command = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:randomly",
+               "-p", "no:cacheprovider", "--model", options.model,
+               "--lceval-store", str(folder / "store.sqlite"), "--lceval-out", str(folder),
+               "--lceval-run", name, "--lceval-threshold", "0", "--lceval-tasks", options.tasks,
+               "--lengths", options.lengths, "--depths", options.depths,
+               "--samples", str(options.samples)]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"{name} run failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr}")
+    rows = [json.loads(line) for line in (folder / name / "results.jsonl").read_text().split("\n")
+            if line.strip()]
+    return wall, rows
+
+
+def total(rows: list[dict], *fields: str) -> float:
+    return sum(row[field] for row in rows for field in fields)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--tasks", default="niah_single_1,json_kv")
+    parser.add_argument("--lengths", default="1k")
+    parser.add_argument("--depths", default="0,50,100")
+    parser.add_argument("--samples", type=int, default=2)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lceval-bench-") as scratch:
+        folder = Path(scratch)
+        cold_wall, cold = run("cold", folder, options)
+        warm_wall, warm = run("warm", folder, options)
+    cases = int(total(cold, "n"))
+    reached = int(total(warm, "model_requests"))
+    print(f"store reuse: {len(cold)} recall cells, {cases} cases, model {options.model}; "
+          f"the warm run sent {reached} requests to the model (expected 0)")
+    print(f"{'':14}{'cold':>12}{'warm':>12}{'ratio':>10}")
+    for label, cold_s, warm_s in (
+            ("answer time", total(cold, "seconds_model"), total(warm, "seconds_model")),
+            ("cell time", total(cold, "seconds_build", "seconds_model", "seconds_score"),
+             total(warm, "seconds_build", "seconds_model", "seconds_score")),
+            ("whole run", cold_wall, warm_wall)):
+        print(f"{label:14}{cold_s:>11.3f}s{warm_s:>11.3f}s{cold_s / max(warm_s, 1e-9):>9.0f}x")
+    ratio = total(cold, "seconds_model") / max(total(warm, "seconds_model"), 1e-9)
+    verdict = "meets" if ratio >= TARGET and reached == 0 else "MISSES"
+    print(f"answer-time ratio {ratio:.0f}x {verdict} the target of {TARGET:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

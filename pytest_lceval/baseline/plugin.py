@@ -1,0 +1,181 @@
+"""The pytest side of saved runs: options, the paired-regression judge, saving at session end."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..plugin import SETTINGS
+from ..results import CellResult, Judgement
+from ..settings import Settings, convert, lookup
+from ..stats import PairedComparison, paired_comparison
+from .saved import CasesDiffer, SavedRun, baseline_path, load_run, pair_scores, save_run
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluator
+
+DEFAULT_MIN_DROP = 0.05
+CRITERION = "baseline"
+
+
+@dataclass(frozen=True)
+class BaselineOptions:
+    save: Path | None
+    compare: SavedRun | None
+    min_drop: float
+
+
+OPTIONS = pytest.StashKey[BaselineOptions]()
+
+
+# -- the verdict ----------------------------------------------------------------------------
+
+
+def describe(comparison: PairedComparison, name: str) -> str:
+    """The judgement message: what was measured, and why it passed or failed."""
+    c = comparison
+    level = round(100 * (1 - c.alpha))
+    if c.test == "mcnemar-exact":
+        evidence = (f"exact McNemar p={c.p_value:.3g} on {c.worse + c.better} discordant cases "
+                    f"({c.worse} worse, {c.better} better)")
+    else:
+        evidence = f"paired t p={c.p_value:.3g} ({c.worse} worse, {c.better} better)"
+    head = (f"vs baseline {name!r}: {c.current:.3f} vs {c.baseline:.3f}, difference "
+            f"{c.difference:+.3f} ({level}% CI {c.ci_low:+.3f} to {c.ci_high:+.3f}), {evidence}, "
+            f"N={c.n}")
+    if c.regressed:
+        return f"{head}: significant drop of at least --lceval-min-drop {c.min_drop:.3f}"
+    if c.status == "small-drop":
+        return f"{head}: significant but smaller than --lceval-min-drop {c.min_drop:.3f}"
+    mde = "no drop is detectable at this N" if math.isinf(c.mde) else \
+        f"smallest detectable drop {c.mde:.3f} at this N"
+    return f"{head}: {c.status} ({mde})"
+
+
+def properties(comparison: PairedComparison, name: str) -> dict[str, Any]:
+    """What reaches JUnit XML and the reports; prefixed so it never clashes with a metric."""
+    c = comparison
+    return {
+        "baseline": name, "baseline_status": c.status, "baseline_test": c.test,
+        "baseline_score": round(c.baseline, 6), "baseline_diff": round(c.difference, 6),
+        "baseline_ci_low": round(c.ci_low, 6), "baseline_ci_high": round(c.ci_high, 6),
+        "baseline_p": c.p_value, "baseline_mde": round(c.mde, 6), "baseline_n": c.n,
+        "baseline_worse": c.worse, "baseline_better": c.better,
+        "baseline_min_drop": c.min_drop,
+    }
+
+
+class BaselineCriterion:
+    """Judges each measured cell against the saved run (registered only with --lceval-compare)."""
+
+    def __init__(self, saved: SavedRun, min_drop: float) -> None:
+        self.saved = saved
+        self.min_drop = min_drop
+
+    @pytest.hookimpl
+    def pytest_lceval_judge(self, result: CellResult, evaluator: Evaluator) -> Judgement | None:
+        if not result.scores:
+            return None
+        name = self.saved.name
+        cell = self.saved.cells.get(result.nodeid)
+        if cell is None or not cell.scores or not result.case_keys:
+            why = "the baseline has no scores for this cell" if result.case_keys else \
+                "this cell records no case keys"
+            return Judgement(CRITERION, True, f"not compared with baseline {name!r}: {why}",
+                             {"baseline": name, "baseline_status": "not-compared"})
+        try:
+            base, current = pair_scores(self.saved, cell, result, evaluator.settings)
+        except CasesDiffer as exc:
+            return Judgement(CRITERION, False, str(exc),
+                             {"baseline": name, "baseline_status": "unpaired"})
+        comparison = paired_comparison(base, current, self.min_drop)
+        message = describe(comparison, name)
+        if comparison.n < len(result.scores):
+            message += (f" (paired {comparison.n} of this cell's {len(result.scores)} cases; "
+                        f"the others are not in the baseline)")
+        return Judgement(CRITERION, not comparison.regressed, message,
+                         properties(comparison, name))
+
+
+# -- pytest wiring --------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lceval")
+    group.addoption("--lceval-save", dest="lceval_save", default=None, metavar="NAME",
+                    help="save this run's per-case scores as baseline NAME "
+                         "(<--lceval-out>/baselines/NAME.json) or to a .json PATH")
+    group.addoption("--lceval-compare", dest="lceval_compare", default=None,
+                    metavar="NAME|PATH",
+                    help="fail cells that got significantly worse than a saved run")
+    group.addoption("--lceval-min-drop", dest="lceval_min_drop", default=None,
+                    help=f"smallest score drop (0..1) that fails a cell under --lceval-compare "
+                         f"(default {DEFAULT_MIN_DROP})")
+    parser.addini("lceval_min_drop", "default --lceval-min-drop", type="string")
+
+
+def _min_drop(text: Any) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("drops are fractions 0..1 of the score (write 0.05, not 5)")
+    return value
+
+
+def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOptions:
+    """Resolve and check the baseline options; any problem is a UsageError before any model
+    is loaded (a missing baseline, or one saved with another seed, cannot give a verdict)."""
+    raw, where = lookup(config, "lceval_min_drop")
+    min_drop = DEFAULT_MIN_DROP if raw is None else convert(
+        raw, where, "--lceval-min-drop", _min_drop, "Write e.g. --lceval-min-drop 0.05.")
+    save = config.getoption("lceval_save")
+    save_path = None if save is None else convert(
+        save, "--lceval-save", "--lceval-save", lambda v: baseline_path(v, settings.out_root),
+        "Give a name such as --lceval-save=base.")
+    compare = config.getoption("lceval_compare")
+    saved = None
+    if compare is not None:
+        saved = convert(compare, "--lceval-compare", "--lceval-compare",
+                        lambda v: load_run(baseline_path(v, settings.out_root)),
+                        "Give a name saved with --lceval-save or a path to its .json file.")
+        if saved.seed != settings.seed:
+            raise pytest.UsageError(
+                f"pytest-lceval: baseline {saved.name!r} was saved with seed {saved.seed} and "
+                f"this run uses {settings.seed}: the cases would not pair. Rerun with "
+                f"--lceval-seed={saved.seed}.")
+    return BaselineOptions(save_path, saved, min_drop)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """trylast: the core's pytest_configure resolves the settings this needs."""
+    options = resolve_options(config, config.stash[SETTINGS])
+    config.stash[OPTIONS] = options
+    if options.compare is not None:
+        config.pluginmanager.register(BaselineCriterion(options.compare, options.min_drop),
+                                      "lceval-baseline")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    options = config.stash.get(OPTIONS, None)
+    if options is None or options.compare is None:
+        return []
+    saved = options.compare
+    return [f"lceval: comparing with baseline {saved.name!r} ({saved.model}, "
+            f"{len(saved.cells)} cells, saved {saved.created}); min drop {options.min_drop}"]
+
+
+@pytest.hookimpl
+def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
+                                 results: list[CellResult]) -> None:
+    options = config.stash.get(OPTIONS, None)
+    if options is None or options.save is None:
+        return
+    path = save_run(options.save, results, config.stash[SETTINGS])
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"lceval: saved baseline {path.stem!r} ({len(results)} cells) "
+                            f"to {path}")

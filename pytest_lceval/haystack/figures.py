@@ -1,0 +1,146 @@
+"""Task Haystack's two pictures (paper Fig. 2 and Appendix E), coloured by verdict:
+red = FAIL (-1), white = PASS (0), blue = EXCEL (+1), grey = no test there.
+
+- NIAH-style heatmap: x = length setting, labelled with its measured context length; y = depth
+  bins of the test task's stream position; colour = mean verdict.
+- Diagnostic report: task x stream-index matrix (grey where a task never sat at that index in
+  the sampled permutations), row means (by task) at the right, column means (by index) below,
+  and one strip per permutation at the bottom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..results import CellResult
+
+GREY = "#bdbdbd"
+MAX_DEPTH_BINS = 10
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _colormap() -> Any:
+    import matplotlib
+
+    return matplotlib.colormaps["RdBu"].with_extremes(bad=GREY)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def niah_grid(cells: list[CellResult]) -> tuple[list[str], list[str], list[list[float]]]:
+    """(column labels, row labels, mean verdict [bin][length]); NaN where no test fell."""
+    by_length: dict[str, list[CellResult]] = defaultdict(list)
+    for cell in cells:
+        by_length[cell.metrics["length_setting"]].append(cell)
+    lengths = sorted(by_length, key=lambda k: _mean([c.length for c in by_length[k]]))
+    bins = min(MAX_DEPTH_BINS, max(c.metrics["n_task"] for c in cells))
+    values: list[list[list[float]]] = [[[] for _ in lengths] for _ in range(bins)]
+    for column, length in enumerate(lengths):
+        for cell in by_length[length]:
+            depth = cell.depth if cell.depth is not None else 100.0
+            row = min(int(depth / 100.0 * bins), bins - 1)
+            values[row][column].append(cell.metrics["verdict_value"])
+    columns = [f"{k}\n{_mean([c.length for c in by_length[k]]) / 1000:.1f}k tok" for k in lengths]
+    rows = [f"{100 * b / bins:.0f}-{100 * (b + 1) / bins:.0f}%" for b in range(bins)]
+    return columns, rows, [[_mean(v) for v in row] for row in values]
+
+
+def draw_niah(cells: list[CellResult], path: Path) -> Path:
+    import numpy as np
+
+    plt = _plt()
+    columns, rows, grid = niah_grid(cells)
+    data = np.ma.masked_invalid(np.array(grid, dtype=float))
+    figure, axes = plt.subplots(figsize=(2.0 + 1.3 * len(columns), 1.5 + 0.4 * len(rows)))
+    image = axes.imshow(data, cmap=_colormap(), vmin=-1, vmax=1, aspect="auto")
+    for r, row in enumerate(grid):
+        for c, value in enumerate(row):
+            if not math.isnan(value):
+                axes.text(c, r, f"{value:+.2f}", ha="center", va="center", fontsize=8)
+    axes.set_xticks(range(len(columns)), columns, fontsize=8)
+    axes.set_yticks(range(len(rows)), rows, fontsize=8)
+    axes.set_xlabel("length setting (tasks x shots) and measured context length")
+    axes.set_ylabel("depth of the test task in the stream")
+    first = cells[0]
+    axes.set_title(f"Task Haystack ({first.metrics['setting']}) - {first.model}\n"
+                   "red fail, white pass, blue excel", fontsize=9)
+    figure.colorbar(image, ax=axes, label="mean verdict")
+    return _save(figure, path)
+
+
+def diagnostic_matrices(cells: list[CellResult]) -> dict[str, Any]:
+    """The report's matrices: main[task][index], strip[permutation][index], row/column means."""
+    tasks = sorted({c.task for c in cells})
+    size = max(c.metrics["n_task"] for c in cells)
+    perms = sorted({c.metrics["permutation"] for c in cells})
+    at: dict[tuple[int, int], list[float]] = defaultdict(list)
+    strip = [[math.nan] * size for _ in perms]
+    for cell in cells:
+        index, value = cell.metrics["stream_index"], cell.metrics["verdict_value"]
+        at[(tasks.index(cell.task), index)].append(value)
+        strip[perms.index(cell.metrics["permutation"])][index] = value
+    main = [[_mean(at.get((t, i), [])) for i in range(size)] for t in range(len(tasks))]
+    by_task = [_mean([v for i in range(size) for v in at.get((t, i), [])])
+               for t in range(len(tasks))]
+    by_index = [_mean([v for t in range(len(tasks)) for v in at.get((t, i), [])])
+                for i in range(size)]
+    return {"tasks": tasks, "permutations": perms, "main": main, "strip": strip,
+            "by_task": by_task, "by_index": by_index}
+
+
+def draw_diagnostic(cells: list[CellResult], path: Path) -> Path:
+    import numpy as np
+
+    plt = _plt()
+    m = diagnostic_matrices(cells)
+    n_tasks, size, n_perms = len(m["tasks"]), len(m["by_index"]), len(m["permutations"])
+    figure = plt.figure(figsize=(3.5 + 0.35 * size, 2.0 + 0.3 * (n_tasks + n_perms + 1)))
+    grid = figure.add_gridspec(3, 2, width_ratios=[size, 1.2], wspace=0.05, hspace=0.15,
+                               height_ratios=[n_tasks, 1, n_perms])
+    cmap = _colormap()
+
+    def show(axes: Any, values: Any, xlabels: list[str] | None, ylabels: list[str]) -> None:
+        axes.imshow(np.ma.masked_invalid(np.array(values, dtype=float)), cmap=cmap, vmin=-1,
+                    vmax=1, aspect="auto")
+        axes.set_yticks(range(len(ylabels)), ylabels, fontsize=7)
+        if xlabels is None:
+            axes.set_xticks([])
+        else:
+            axes.set_xticks(range(len(xlabels)), xlabels, fontsize=7)
+
+    indices = [str(i) for i in range(size)]
+    main = figure.add_subplot(grid[0, 0])
+    show(main, m["main"], None, m["tasks"])
+    first = cells[0]
+    main.set_title(f"Task Haystack diagnostic ({first.metrics['setting']}, "
+                   f"{first.metrics['length_setting']}) - {first.model}; grey = never there",
+                   fontsize=9)
+    right = figure.add_subplot(grid[0, 1])
+    show(right, [[v] for v in m["by_task"]], ["task\nmean"], [""] * n_tasks)
+    right.set_yticks([])
+    show(figure.add_subplot(grid[1, 0]), [m["by_index"]], None, ["index mean"])
+    bottom = figure.add_subplot(grid[2, 0])
+    show(bottom, m["strip"], indices, [f"perm {p}" for p in m["permutations"]])
+    bottom.set_xlabel("stream index of the test task")
+    return _save(figure, path)
+
+
+def _save(figure: Any, path: Path) -> Path:
+    plt = _plt()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return path

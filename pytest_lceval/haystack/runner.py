@@ -1,0 +1,262 @@
+"""One Task Haystack test: Lifelong vs Single-task ICL for one task at one stream position.
+
+Work is shared through the store, computed once by whichever process needs it first:
+
+- the Single-task baseline of (task, shots, resample) serves every permutation and setting;
+- in recall and paraphrase the whole stream is one prefix for every task, so the first test of
+  a (permutation, resample) ranks the queries of *all* tasks of the stream on it (the backend
+  computes the prefix once) and the other tests, on any worker, read their answers back.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import pytest
+
+from ..evaluation import CellRun
+from ..grid import Cell, case_seed
+from ..models.stored import StoredModel
+from ..progress import CellProgress
+from ..records import Ranking, RankRequest, stable_hash
+from ..results import CellResult, append_result
+from ..stats import mean_ci
+from ..store import Store
+from .config import HaystackSettings
+from .data import LliclTask
+from .plan import CellPlan, plan_cell
+from .prompts import (
+    SHARED_SETTINGS,
+    Context,
+    haystack,
+    irrelevant_prose,
+    lifelong,
+    query,
+    single_task,
+    task_block,
+)
+from .ranking import OptionCollisionError, Scored, check_options, score
+from .verdict import Verdict, paired_verdict
+
+SAMPLES_KEPT = 2
+SAMPLE_CHARS = 400
+
+
+class DoesNotFit(Exception):
+    """A prompt exceeds the model's window; the message names the numbers."""
+
+
+@dataclass
+class _Conditions:
+    single: dict[int, Scored]
+    lifelong: dict[int, Scored]
+    requests: list[RankRequest]
+    """The Lifelong requests, resample by resample (for case keys and samples)."""
+
+
+class HaystackRun:
+    """The per-test face of the suite: ``lc_haystack.check(lc_haystack.run(lc_cell))``."""
+
+    def __init__(self, cell_run: CellRun, settings: HaystackSettings, model: StoredModel) -> None:
+        self.cell_run = cell_run
+        self.evaluator = cell_run.evaluator
+        self.settings = settings
+        self.model = model
+        """The session model, with a batch size suited to long runs of shared-prefix queries."""
+
+    @property
+    def store(self) -> Store:
+        return self.model.store
+
+    def run(self, cell: Cell) -> CellResult:
+        plan = plan_cell(cell, self.settings, self.evaluator.settings.seed)
+        result = self.evaluator.new_result(self.cell_run.nodeid, cell, self.settings.source)
+        result.absolute_threshold = False
+        result.depth = plan.depth
+        try:
+            check_options(self.model.tokenizer, plan.task, query(plan.task, plan.rows[0]))
+        except OptionCollisionError as exc:
+            self._refuse(result, str(exc))
+        started = time.perf_counter()
+        try:
+            contexts = {r: self._contexts(plan, r) for r in plan.resamples}
+        except DoesNotFit as exc:
+            self.cell_run.skip(result, str(exc))
+        result.seconds_build = time.perf_counter() - started
+        result.metrics["seam_exact"] = all(self._seam_exact(context, plan.task, plan.rows[0])
+                                           for pair in contexts.values() for context in pair)
+        before, started = self.model.calls.requests, time.perf_counter()
+        try:
+            measured = self._measure(plan, contexts)
+        except ValueError as exc:  # the backend refuses (e.g. colliding first tokens)
+            self._refuse(result, f"{plan.task.name}: the backend refused the rank requests: {exc}")
+        result.seconds_model = time.perf_counter() - started
+        result.model_requests = self.model.calls.requests - before
+        self._record(result, plan, measured)
+        return self.cell_run.finish(result)
+
+    def check(self, result: CellResult) -> None:
+        self.cell_run.check(result)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _contexts(self, plan: CellPlan, resample: int) -> tuple[Context, Context]:
+        """(Single-task, Lifelong) contexts of one resample, refused if they cannot fit."""
+        prose = self._prose(plan, resample) if plan.setting == "random" else ""
+        pair = (single_task(plan.task, resample, plan.length.n_shot),
+                lifelong(plan.spec(resample), plan.task, prose))
+        window = self.model.context_window
+        for name, context in zip(("Single-task", "Lifelong"), pair, strict=True):
+            tokens = self._longest(context, plan.task, plan.rows)
+            if tokens + 1 > window:
+                raise DoesNotFit(
+                    f"the {name} prompt of {plan.task.name} ({plan.length.n_task} tasks x "
+                    f"{plan.length.n_shot} shots per class, resample {resample}, longest test "
+                    f"input) is {tokens} tokens + 1 to predict > the {window}-token window of "
+                    f"{self.model.spec}")
+        return pair
+
+    def _longest(self, context: Context, task: LliclTask,
+                 rows: Sequence[Mapping[str, str]]) -> int:
+        """Tokens of the longest prompt: the prefix as the backend reads it (special tokens
+        included) plus the longest suffix (backends tokenize the two apart)."""
+        suffixes = (context.head + query(task, row) for row in rows)
+        return (self.model.renderer.count(context.prefix)
+                + max(len(self.model.tokenizer.encode(suffix)) for suffix in suffixes))
+
+    def _seam_exact(self, context: Context, task: LliclTask, row: Mapping[str, str]) -> bool:
+        """Whether prefix and suffix tokenized apart (as backends read them) give the ids of
+        the joined prompt; recorded, since a tokenizer that merges across the seam would make
+        the model read slightly different tokens than the prompt's own."""
+        encode = self.model.tokenizer.encode
+        suffix = context.head + query(task, row)
+        return encode(context.prefix) + encode(suffix) == encode(context.prefix + suffix)
+
+    def _prose(self, plan: CellPlan, resample: int) -> str:
+        """Irrelevant essay text as long as the recall stream minus the test task's block."""
+        try:
+            essays, _ = self.evaluator.data.essays()
+        except FileNotFoundError as exc:
+            raise DoesNotFit(f"the random setting needs essay prose: {exc}") from None
+        count = self.model.renderer.count
+        n_tokens = (count(haystack(plan.stream, resample, plan.length.n_shot))
+                    - count(task_block(plan.task, resample, plan.length.n_shot)))
+        seed = case_seed(plan.seed, "random-prose", plan.task.name, resample, plan.permutation)
+        return irrelevant_prose(essays, self.model.tokenizer.encode, self.model.tokenizer.decode,
+                                n_tokens, seed)
+
+    # -- measuring --------------------------------------------------------------------------
+
+    def _measure(self, plan: CellPlan, contexts: dict[int, tuple[Context, Context]]
+                 ) -> _Conditions:
+        measured = _Conditions({}, {}, [])
+        progress = CellProgress(f"[{os.environ.get('PYTEST_XDIST_WORKER', 'main')}] "
+                                f"{self.cell_run.nodeid}")
+        try:
+            for resample in plan.resamples:
+                single, life = contexts[resample]
+                baseline = single.requests(plan.task, plan.rows)
+                measured.single[resample] = score(plan.task, plan.rows,
+                                                  self._rank_once(baseline, progress))
+                own = life.requests(plan.task, plan.rows)
+                group = self._stream_group(plan, resample, life) or own
+                answers = dict(zip(group, self._rank_once(group, progress), strict=True))
+                measured.lifelong[resample] = score(plan.task, plan.rows,
+                                                    [answers[r] for r in own])
+                measured.requests.extend(own)
+        finally:
+            progress.close()
+        return measured
+
+    def _stream_group(self, plan: CellPlan, resample: int,
+                      life: Context) -> list[RankRequest] | None:
+        """Every task's queries on the shared stream prefix, when the setting has one (tasks
+        whose longest query would overflow the window are left to their own tests, to skip)."""
+        if plan.setting not in SHARED_SETTINGS:
+            return None
+        group: list[RankRequest] = []
+        for task in plan.stream:
+            shared = Context(life.prefix, lifelong(plan.spec(resample), task).head)
+            rows = task.test_cases(self.settings.test_size)
+            if self._longest(shared, task, rows) + 1 <= self.model.context_window:
+                group.extend(shared.requests(task, rows))
+        return group
+
+    def _rank_once(self, requests: Sequence[RankRequest],
+                   progress: CellProgress) -> list[Ranking]:
+        """Rank ``requests`` once across every process: under a store lock the first process
+        computes and stores the answers; the others then read them from the store."""
+        key = "haystack-rank:" + stable_hash(
+            {"model": self.model.fingerprint, "requests": [r.key() for r in requests]})
+        self.store.compute_once(key, lambda: len(self.model.rank(requests, progress)))
+        return self.model.rank(requests)
+
+    # -- recording --------------------------------------------------------------------------
+
+    def _record(self, result: CellResult, plan: CellPlan, measured: _Conditions) -> None:
+        verdict = paired_verdict({r: s.accuracy for r, s in measured.lifelong.items()},
+                                 {r: s.accuracy for r, s in measured.single.items()})
+        lifelong_cases = [c for r in sorted(measured.lifelong)
+                          for c in measured.lifelong[r].correct]
+        tokens = [t for s in measured.lifelong.values() for t in s.prompt_tokens]
+        single_tokens = [t for s in measured.single.values() for t in s.prompt_tokens]
+        result.n = len(lifelong_cases)
+        result.scores = [float(c) for c in lifelong_cases]
+        result.score, result.ci_low, result.ci_high = mean_ci(result.scores)
+        result.length = max(tokens)
+        result.input_tokens_mean = sum(tokens) / len(tokens)
+        result.input_tokens_max = max(tokens)
+        result.case_keys = [request.key() for request in measured.requests]
+        result.metrics.update(_metrics(plan, measured, verdict, self.settings))
+        result.metrics["single_tokens_mean"] = round(sum(single_tokens) / len(single_tokens), 1)
+        first = measured.lifelong[plan.resamples[0]]
+        result.samples = [
+            {"prompt": _clip(request.prefix + request.suffix), "gold": [row["label"]],
+             "output": plan.task.options[choice], "score": float(correct)}
+            for request, row, choice, correct in list(zip(
+                measured.requests[:len(plan.rows)], plan.rows, first.choices, first.correct,
+                strict=True))[:SAMPLES_KEPT]
+        ]
+
+    def _refuse(self, result: CellResult, message: str) -> NoReturn:
+        result.outcome, result.reason = "failed", message
+        append_result(self.evaluator.run_dir, result)
+        pytest.fail(message, pytrace=False)
+
+
+def _metrics(plan: CellPlan, measured: _Conditions, verdict: Verdict,
+             settings: HaystackSettings) -> dict[str, Any]:
+    """Everything the session reports need; per-resample values keyed by resample id."""
+    single, life = measured.single, measured.lifelong
+    return {
+        "setting": plan.setting, "n_task": plan.length.n_task, "n_shot": plan.length.n_shot,
+        "length_setting": plan.length.label, "permutation": plan.permutation,
+        "stream_index": plan.index, "stream": [task.name for task in plan.stream],
+        "verdict": verdict.verdict, "verdict_value": verdict.value, "t": verdict.t,
+        "p": verdict.p, "verdict_note": verdict.note,
+        "s_acc": _mean([s.accuracy for s in single.values()]),
+        "l_acc": _mean([s.accuracy for s in life.values()]),
+        "s_acc_by_resample": {str(r): single[r].accuracy for r in sorted(single)},
+        "l_acc_by_resample": {str(r): life[r].accuracy for r in sorted(life)},
+        "s_correct": {str(r): single[r].bits() for r in sorted(single)},
+        "l_correct": {str(r): life[r].bits() for r in sorted(life)},
+        "ood_rate": _mean([s.ood_rate for s in life.values()]),
+        "ood_rate_single": _mean([s.ood_rate for s in single.values()]),
+        "test_size": len(plan.rows), "resamples": len(plan.resamples),
+        "offline_pack": settings.offline, "reduced_defaults": settings.reduced,
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _clip(text: str) -> str:
+    if len(text) <= 2 * SAMPLE_CHARS:
+        return text
+    return f"{text[:SAMPLE_CHARS]}\n[... {len(text) - 2 * SAMPLE_CHARS} characters ...]\n" \
+           f"{text[-SAMPLE_CHARS:]}"

@@ -1,0 +1,150 @@
+"""Base ability: a task's mean score at the short base lengths (the paper's
+(S_2k + S_4k + S_6k) / 3), computed once for every long cell and every xdist worker.
+
+Choices, and why:
+
+- **Per task**, as METHODS §4 and the paper define it, pooled over the run's depths for tasks that
+  sweep depth: every depth cell at length l is compared with the same short-context ability, so
+  LC_l at 50 % depth says how much of *the task's* short-context ability survives there. (Per
+  (task, depth) would hide a depth weakness that already exists at 2k.)
+- **N/3 cases per base length (rounded up), per depth**: the first ceil(N/3) cases of exactly the
+  cell the grid builds at that length, so a run whose lengths include the base lengths asks the
+  model nothing new: the store already holds those answers.
+- **Once through the store**: the value is keyed by the base cases' request hashes and the model
+  fingerprint, so another worker, or a later run, reuses it; changed data or a changed model
+  gives a new key.
+- The prior-knowledge filter applies to base cases as it does to cells.
+- A base length beyond the model's window, or one whose cell cannot be built, is left out and
+  named; with none left the base ability is NaN and LongScore is undefined.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..evaluation import Evaluator, _worker
+from ..grid import Cell, format_depth, format_length
+from ..prior_knowledge import exclude_known
+from ..progress import CellProgress
+from ..records import Case, stable_hash
+from ..stats import stratified_mean
+from ..tasks.base import CellDoesNotFit, GenerationTask
+from .config import LongScoreSettings
+
+BASE_VERSION = 1
+"""Part of the store key: bump when the way the base is computed changes."""
+
+
+@dataclass(frozen=True)
+class BaseAbility:
+    """A task's base ability and the per-case scores behind it (for the bootstrap)."""
+
+    value: float
+    """Mean over strata of the strata's mean scores, 0..1; NaN when nothing was measured."""
+    strata: dict[str, list[float]]
+    """Per (base length[, depth]) stratum, e.g. '2k' or '2k@50', the kept cases' scores."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Strata that could not be measured, and why."""
+    requests: int = 0
+    """Model requests that computing it took (in whichever process computed it)."""
+
+    @property
+    def n(self) -> int:
+        return sum(len(scores) for scores in self.strata.values())
+
+    def describe(self) -> str:
+        where = ",".join(self.strata) or "no base length"
+        text = f"base ability {self.value:.3f} (N={self.n} over {where})"
+        if self.left_out:
+            text += "; left out: " + "; ".join(f"{k}: {v}" for k, v in self.left_out.items())
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BaseAbility:
+        return cls(**data)
+
+
+def samples_per_length(samples: int) -> int:
+    """N/3 cases per base length, rounded up so the base has at least N cases."""
+    return max(1, math.ceil(samples / 3))
+
+
+class BaseAbilities:
+    """Base abilities by (suite, task): memoised in the process, computed once in the store."""
+
+    def __init__(self, settings: LongScoreSettings) -> None:
+        self.settings = settings
+        self._memo: dict[tuple[str, str], BaseAbility] = {}
+
+    def get(self, evaluator: Evaluator, suite: str, task: GenerationTask) -> tuple[BaseAbility,
+                                                                                    int]:
+        """The base ability and the model requests this call made (0 when it was reused)."""
+        memo_key = (suite, task.name)
+        if memo_key in self._memo:
+            return self._memo[memo_key], 0
+        model = evaluator.model
+        before = model.calls.requests
+        cases, left_out = self._base_cases(evaluator, suite, task)
+        key = stable_hash({
+            "longscore-base": BASE_VERSION, "fingerprint": model.fingerprint,
+            "prior_knowledge": evaluator.settings.prior_knowledge_threshold,
+            "cases": {stratum: [c.request().key() for c in group]
+                      for stratum, group in cases.items()},
+        })
+        base = model.store.compute_once(
+            key, lambda: _measure(evaluator, task, cases, left_out),
+            encode=BaseAbility.to_json, decode=BaseAbility.from_json)
+        self._memo[memo_key] = base
+        return base, model.calls.requests - before
+
+    def _base_cases(self, evaluator: Evaluator, suite: str,
+                    task: GenerationTask) -> tuple[dict[str, list[Case]], dict[str, str]]:
+        """The first N/3 cases of each base cell, by stratum, and the strata left out."""
+        settings, window = evaluator.settings, evaluator.model.context_window
+        depths = settings.depths if task.uses_depth else (None,)
+        keep = samples_per_length(settings.samples)
+        cases: dict[str, list[Case]] = {}
+        left_out: dict[str, str] = {}
+        for length in self.settings.base_lengths:
+            for depth in depths:
+                stratum = format_length(length) + ("" if depth is None else
+                                                   "@" + format_depth(depth))
+                if length > window:
+                    left_out[stratum] = f"beyond the model's window of {window} tokens"
+                    continue
+                cell = Cell(suite, task.name, length, depth, settings.samples)
+                try:
+                    cases[stratum] = task.build(cell, evaluator.build_context)[:keep]
+                except CellDoesNotFit as exc:
+                    left_out[stratum] = str(exc)
+        return cases, left_out
+
+
+def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[Case]],
+             left_out: dict[str, str]) -> BaseAbility:
+    """Answer (through the store, all strata in one batch) and score the base cases, after the
+    prior-knowledge filter."""
+    model, before = evaluator.model, evaluator.model.calls.requests
+    flat = [(stratum, case) for stratum, group in cases.items() for case in group]
+    known = exclude_known(model, task, [case for _, case in flat], evaluator.build_context,
+                          evaluator.settings.prior_knowledge_threshold)
+    kept_ids = {id(case) for case in known.kept}
+    kept = [(stratum, case) for stratum, case in flat if id(case) in kept_ids]
+    progress = CellProgress(f"[{_worker()}] LongScore base ability of {task.name}")
+    try:
+        answers = model.generate([case.request() for _, case in kept], progress)
+    finally:
+        progress.close()
+    strata: dict[str, list[float]] = {}
+    for (stratum, case), answer in zip(kept, answers, strict=True):
+        strata.setdefault(stratum, []).append(task.score(answer.text, case))
+    left = {**left_out, **{stratum: f"every case excluded by the prior-knowledge filter "
+                                    f"(no-context score >= {known.threshold:g})"
+                           for stratum in cases if stratum not in strata}}
+    return BaseAbility(stratified_mean(list(strata.values())), strata, left,
+                       model.calls.requests - before)

@@ -1,0 +1,109 @@
+"""LongScore's options, resolved once (CLI > ini > default) like the core settings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..grid import format_length, parse_length
+from ..settings import convert, lookup
+
+DEFAULT_BASE_LENGTHS = "2k,4k,6k"
+DEFAULT_FLOOR = 0.05
+OFF = ("off", "none")
+"""Values of --longscore-base-lengths that turn LongScore off."""
+
+
+@dataclass(frozen=True)
+class LongScoreSettings:
+    base_lengths: tuple[int, ...]
+    """Short lengths whose mean score is the base ability (the paper: 2k, 4k, 6k); empty = off."""
+    minimum: float | None
+    """Least LC in percent that a long cell must reach (e.g. -20); None = record, don't assert."""
+    floor: float
+    """A base ability below this (score 0..1) makes LC undefined instead of a huge ratio."""
+
+    def role(self, length: int) -> str:
+        """'base' for a base length, 'long' beyond the longest one, 'short' otherwise.
+
+        Lengths below or between the base lengths get no LongScore: the paper's LC and its
+        averages are about lengths beyond the base, and a 1k cell 'losing' against a 2k-6k base
+        says nothing about long context.
+        """
+        if length in self.base_lengths:
+            return "base"
+        if self.base_lengths and length > max(self.base_lengths):
+            return "long"
+        return "short"
+
+    def active(self, lengths: tuple[int, ...]) -> bool:
+        """LongScore runs when the run has long lengths; otherwise it would cost base cases for
+        no long cell."""
+        return any(self.role(length) == "long" for length in lengths)
+
+    def describe(self) -> str:
+        if not self.base_lengths:
+            return "off"
+        bound = "recorded only" if self.minimum is None else f"LC >= {self.minimum:g}%"
+        return (f"base lengths {','.join(format_length(n) for n in self.base_lengths)}, "
+                f"floor {self.floor:g}, {bound}")
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lceval")
+    group.addoption("--longscore-min", dest="longscore_min", default=None,
+                    help="fail long cells whose LongScore LC = (S - Base) / Base is below this "
+                         "percentage, e.g. -20 (default: record LC, don't assert)")
+    group.addoption("--longscore-base-lengths", dest="longscore_base_lengths", default=None,
+                    help=f"lengths whose mean score is the base ability (default "
+                         f"{DEFAULT_BASE_LENGTHS}; 'off' disables LongScore)")
+    group.addoption("--longscore-floor", dest="longscore_floor", default=None,
+                    help=f"base ability (0..1) below which LongScore is undefined (default "
+                         f"{DEFAULT_FLOOR})")
+    parser.addini("longscore_min", "default --longscore-min", type="string")
+    parser.addini("longscore_base_lengths", "default --longscore-base-lengths", type="string")
+    parser.addini("longscore_floor", "default --longscore-floor", type="string")
+
+
+def resolve(config: pytest.Config) -> LongScoreSettings:
+    def get(name: str, parse: Any, default: Any, fix: str) -> Any:
+        value, where = lookup(config, name)
+        return default if value is None else convert(value, where, "--" + name.replace(
+            "_", "-"), parse, fix)
+
+    return LongScoreSettings(
+        base_lengths=get("longscore_base_lengths", _base_lengths,
+                         _base_lengths(DEFAULT_BASE_LENGTHS),
+                         "Give lengths such as --longscore-base-lengths 2k,4k,6k, or 'off'."),
+        minimum=get("longscore_min", _percent, None,
+                    "Give a percentage such as --longscore-min -20 (LC of -20% keeps 80% of "
+                    "the base ability)."),
+        floor=get("longscore_floor", _fraction, DEFAULT_FLOOR,
+                  "Give a score fraction such as --longscore-floor 0.05."),
+    )
+
+
+def _base_lengths(text: Any) -> tuple[int, ...]:
+    if str(text).strip().lower() in OFF:
+        return ()
+    lengths = [parse_length(part) for part in str(text).split(",") if part.strip()]
+    if not lengths:
+        raise ValueError("the list is empty")
+    return tuple(sorted(set(lengths)))
+
+
+def _percent(text: Any) -> float:
+    value = float(str(text).strip().rstrip("%"))
+    if not math.isfinite(value) or value < -100.0:
+        raise ValueError("LC is a percentage change and cannot be below -100")
+    return value
+
+
+def _fraction(text: Any) -> float:
+    value = float(str(text))
+    if not 0.0 <= value < 1.0:
+        raise ValueError("the floor is a score fraction in 0..1 (write 0.05, not 5)")
+    return value

@@ -1,0 +1,217 @@
+"""The session's LongScore summary per suite, in the layout of 100-LongBench's Table 7 (Base
+Ability, Avg score and Avg LC over the long lengths), as markdown and CSV, plus a plot of LC_l
+against length per task.
+
+Everything is read back from the cells' recorded metrics, so the controller needs no model and
+the summary of a run can be redrawn from its results.jsonl alone. Scores and LC are percentages,
+as in the paper. A task's Avg LC is the mean over long lengths of LC_l, where LC_l averages that
+length's depth cells; the overall row averages the tasks, as the paper averages its tasks.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..grid import format_length
+from ..results import CellResult
+
+PREFIX = "longscore"
+
+
+@dataclass
+class TaskRow:
+    """One task's line: its base ability and, per long length, its cells."""
+
+    task: str
+    base: float | None
+    """Base ability 0..1 (None when undefined)."""
+    window: int
+    long_cells: dict[int, list[CellResult]] = field(default_factory=dict)
+
+    def score_at(self, length: int) -> float:
+        return float(np.mean([c.score for c in self.long_cells[length]]))
+
+    def lc_at(self, length: int) -> float | None:
+        """Mean LC over the length's cells; None when any of them is undefined."""
+        values = [c.metrics.get("longscore") for c in self.long_cells[length]]
+        defined = [float(v) for v in values if v is not None]
+        return float(np.mean(defined)) if len(defined) == len(values) else None
+
+    @property
+    def avg_score(self) -> float | None:
+        return _mean([self.score_at(n) for n in self.long_cells])
+
+    @property
+    def avg_lc(self) -> float | None:
+        values = [self.lc_at(n) for n in self.long_cells]
+        defined = [v for v in values if v is not None]
+        return _mean(defined) if len(defined) == len(values) else None
+
+
+def task_rows(results: list[CellResult]) -> dict[str, list[TaskRow]]:
+    """Rows by suite, for cells that LongScore judged (role 'base' or 'long')."""
+    rows: dict[tuple[str, str], TaskRow] = {}
+    for result in results:
+        role = result.metrics.get("longscore_role")
+        if role not in ("base", "long"):
+            continue
+        key = (result.suite, result.task)
+        if key not in rows:
+            rows[key] = TaskRow(result.task, result.metrics.get("longscore_base"),
+                                int(result.metrics.get("longscore_window", 0)))
+        if role == "long" and not math.isnan(result.score):
+            rows[key].long_cells.setdefault(result.length, []).append(result)
+    by_suite: dict[str, list[TaskRow]] = defaultdict(list)
+    for (suite, _), row in sorted(rows.items()):
+        by_suite[suite].append(row)
+    return dict(by_suite)
+
+
+def long_lengths(rows: list[TaskRow]) -> list[int]:
+    return sorted({length for row in rows for length in row.long_cells})
+
+
+def overall(rows: list[TaskRow]) -> tuple[float | None, float | None, float | None]:
+    """(Base, Avg score, Avg LC) averaged over the tasks that have them."""
+    return (_mean([r.base for r in rows if r.base is not None]),
+            _mean([s for r in rows if (s := r.avg_score) is not None]),
+            _mean([v for r in rows if (v := r.avg_lc) is not None]))
+
+
+def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> str:
+    lengths = long_lengths(rows)
+    base, score, lc = overall(rows)
+    window = max((r.window for r in rows), default=0)
+    lines = [
+        f"# LongScore: {suite}, {model}", "",
+        f"Base Ability: mean score at {base_lengths} (N/3 cases per length). Avg score and Avg LC:"
+        f" mean over the long lengths {', '.join(format_length(n) for n in lengths) or '(none)'}."
+        " Scores and LC (LongScore x 100) in percent; layout of 100-LongBench Table 7.", "",
+        "| Model | Claimed Length | Base Ability | Avg score | Avg LC |",
+        "| --- | --- | --- | --- | --- |",
+        f"| {model} | {format_length(window) if window else '?'} | {_pct(base)} | {_pct(score)} "
+        f"| {_num(lc) if lengths else 'n/a'} |", "", "## Per task", "",
+        "| Task | Base Ability | Avg score | Avg LC | "
+        + " | ".join(f"LC@{format_length(n)}" for n in lengths) + " |",
+        "| --- " * (4 + len(lengths)) + "|",
+    ]
+    for row in rows:
+        cells = [_lc_cell(row, n) for n in lengths]
+        avg_lc = _num(row.avg_lc) if row.long_cells else "n/a"
+        lines.append(f"| {row.task} | {_pct(row.base)} | {_pct(row.avg_score)} | {avg_lc} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "n/a: not measured; undefined: base ability below the floor "
+              "(--longscore-floor). LC@length shows the 95% bootstrap interval when the length "
+              "has one cell (tasks without depth), else the mean over its depth cells."]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path: Path, suite: str, model: str, rows: list[TaskRow]) -> None:
+    lengths = long_lengths(rows)
+    header = ["suite", "model", "task", "claimed_length", "base_ability", "avg_score", "avg_lc"]
+    header += [f"score_{format_length(n)}" for n in lengths]
+    header += [f"lc_{format_length(n)}" for n in lengths]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(
+                [suite, model, row.task, row.window, _csv(row.base), _csv(row.avg_score),
+                 _csv(row.avg_lc, 1.0)]
+                + [_csv(row.score_at(n)) if n in row.long_cells else "" for n in lengths]
+                + [_csv(row.lc_at(n), 1.0) if n in row.long_cells else "" for n in lengths])
+        base, score, lc = overall(rows)
+        window = max((r.window for r in rows), default=0)
+        writer.writerow([suite, model, "overall", window, _csv(base), _csv(score), _csv(lc, 1.0)]
+                        + [""] * (2 * len(lengths)))
+
+
+def plot(path: Path, suite: str, model: str, rows: list[TaskRow], minimum: float | None) -> None:
+    """LC_l against length, one line per task; faint dots are the depth cells, bars the
+    bootstrap interval where a length has a single cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7.0, 4.2))
+    for row in rows:
+        points = [(n, lc) for n in sorted(row.long_cells) if (lc := row.lc_at(n)) is not None]
+        if not points:
+            continue
+        lengths, means = [n for n, _ in points], [lc for _, lc in points]
+        (line,) = axes.plot(lengths, means, marker="o", label=row.task)
+        for n in lengths:
+            cells = row.long_cells[n]
+            if len(cells) == 1:
+                low, high = cells[0].metrics.get("longscore_ci_low"), \
+                    cells[0].metrics.get("longscore_ci_high")
+                if low is not None and high is not None:
+                    axes.vlines(n, low, high, color=line.get_color(), alpha=0.6)
+            else:
+                axes.scatter([n] * len(cells), [c.metrics["longscore"] for c in cells],
+                             color=line.get_color(), alpha=0.3, s=12)
+    axes.axhline(0.0, color="grey", linewidth=0.8)
+    if minimum is not None:
+        axes.axhline(minimum, color="red", linestyle="--", linewidth=0.8,
+                     label=f"--longscore-min {minimum:g}%")
+    axes.set_xscale("log", base=2)
+    ticks = long_lengths(rows)
+    axes.set_xticks(ticks, [format_length(n) for n in ticks])
+    axes.set_xlabel("context length (tokens)")
+    axes.set_ylabel("LongScore LC (%)")
+    axes.set_title(f"LongScore by length: {suite} - {model}", fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_summaries(run_dir: Path, results: list[CellResult], base_lengths: str,
+                    minimum: float | None) -> list[Path]:
+    """Markdown, CSV and plot per suite; returns the markdown files written."""
+    written = []
+    model = results[0].model if results else "?"
+    for suite, rows in task_rows(results).items():
+        stem = run_dir / f"{PREFIX}-{suite}"
+        stem.with_suffix(".md").write_text(markdown(suite, model, base_lengths, rows),
+                                           encoding="utf-8")
+        write_csv(stem.with_suffix(".csv"), suite, model, rows)
+        if long_lengths(rows):
+            plot(stem.with_suffix(".png"), suite, model, rows, minimum)
+        written.append(stem.with_suffix(".md"))
+    return written
+
+
+def _lc_cell(row: TaskRow, length: int) -> str:
+    if length not in row.long_cells:
+        return "n/a"
+    lc, cells = row.lc_at(length), row.long_cells[length]
+    if lc is None:
+        return "undefined"
+    low, high = cells[0].metrics.get("longscore_ci_low"), cells[0].metrics.get("longscore_ci_high")
+    if len(cells) == 1 and low is not None and high is not None:
+        return f"{lc:+.1f} [{low:+.1f}, {high:+.1f}]"
+    return f"{lc:+.1f}"
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}"
+
+
+def _num(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:+.1f}"
+
+
+def _csv(value: float | None, scale: float = 100.0) -> str:
+    return "" if value is None else f"{scale * value:.2f}"

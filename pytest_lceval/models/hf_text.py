@@ -1,0 +1,142 @@
+"""The text side of a local HF model without its weights: tokenizer, chat template, counting.
+
+A client of a server that runs the model (``openai:`` with ``--lceval-tokenizer``) and the vLLM
+engine both need what the in-process HF backend has, minus torch: the ids a rendered prompt
+becomes, the template, and the first token of each rank option in context. The rules are those of
+``hf.py`` (the BOS rule and the option rule are stated there), so a prompt is counted the same
+whichever backend answers it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .base import Renderer, Tokenizer
+
+CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
+
+
+class HFText:
+    """Tokenizer protocol, renderer and option tokens of a transformers tokenizer."""
+
+    def __init__(self, tokenizer: Any, chat_template: str = "auto") -> None:
+        self.hf = tokenizer
+        self._bos: str | None = tokenizer.bos_token
+        self.chat_template = _chat_template(tokenizer, chat_template)
+        self.renderer = Renderer(self.template if self.chat_template else None, self.count)
+
+    # -- Tokenizer protocol ----------------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self.hf(text, add_special_tokens=False)["input_ids"]
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text: str = self.hf.decode(list(ids), clean_up_tokenization_spaces=False)
+        return text
+
+    # -- prompts ---------------------------------------------------------------------------------
+
+    def template(self, user: str) -> str:
+        text: str = self.hf.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
+        return text
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """The ids a model reads for a rendered prompt: the tokenizer's special tokens, unless the
+        text already starts with the BOS text (a chat template wrote it), so never two BOS."""
+        has_bos = self._bos is not None and self._bos != "" and text.startswith(self._bos)
+        ids: list[int] = self.hf(text, add_special_tokens=not has_bos)["input_ids"]
+        return ids
+
+    def count(self, text: str) -> int:
+        return len(self.prompt_ids(text))
+
+    def option_ids(self, prompt: str, options: Sequence[str]) -> list[int]:
+        """Each option's first token as it would follow ``prompt`` (see first_token_ids)."""
+        return first_token_ids(self, prompt, options)
+
+    def identity(self) -> dict[str, Any]:
+        """What the fingerprint needs to tell two tokenizers (and templates) apart."""
+        vocab = self.hf.get_vocab()
+        digest = hashlib.sha256("\n".join(sorted(f"{k}\t{v}" for k, v in vocab.items()))
+                                .encode("utf-8")).hexdigest()
+        return {"tokenizer": type(self.hf).__name__, "vocab": digest,
+                "special": self.hf.special_tokens_map, "chat_template": self.chat_template}
+
+    @property
+    def label(self) -> str:
+        return f"hf:{self.hf.name_or_path}"
+
+
+def first_token_ids(tokenizer: Tokenizer, prompt: str, options: Sequence[str]) -> list[int]:
+    """Each option's first token in context (METHODS §3), for any tokenizer.
+
+    The option is tokenised after the prompt's tail and a space (none when the tail ends in
+    whitespace or the option starts with it); its first token is the first id past the tail's
+    own ids. Options sharing that token cannot be told apart: a ValueError names them.
+    """
+    tail = prompt[-200:]
+    tail_ids = tokenizer.encode(tail)
+    firsts = []
+    for option in options:
+        joiner = "" if tail[-1:].isspace() or option[:1].isspace() or not tail else " "
+        ids = tokenizer.encode(tail + joiner + option)
+        if ids[: len(tail_ids)] != tail_ids or len(ids) == len(tail_ids):
+            raise ValueError(f"option {option!r} does not start a new token after the prompt's "
+                             f"end {tail[-30:]!r}; end the prompt without trailing whitespace")
+        firsts.append(ids[len(tail_ids)])
+    if len(set(firsts)) < len(firsts):
+        pieces = ", ".join(f"{option!r} -> {tokenizer.decode([token])!r}"
+                           for option, token in zip(options, firsts, strict=True))
+        raise ValueError(f"options share a first token, so ranking cannot tell them apart: "
+                         f"{pieces}")
+    return firsts
+
+
+def load_hf_text(source: str, chat_template: str = "auto") -> HFText:
+    """The tokenizer of ``source`` (folder or hub id); imports transformers only now."""
+    from transformers import AutoTokenizer
+
+    return HFText(AutoTokenizer.from_pretrained(source), chat_template)
+
+
+def config_window(source: str) -> int | None:
+    """max_position_embeddings from a local model folder's config.json, if there is one."""
+    config = Path(source) / "config.json"
+    if not config.is_file():
+        return None
+    data = json.loads(config.read_text())
+    data = data.get("text_config", data)
+    window = data.get("max_position_embeddings")
+    return int(window) if window else None
+
+
+def weights_of(source: str) -> dict[str, Any] | None:
+    """What identifies a local model folder's weights for a fingerprint: hf.weights_identity's
+    sampled hashes (when torch is there to import hf.py), else file names and sizes. None when
+    ``source`` is not a local folder: a served name or hub id then stands for itself."""
+    folder = Path(source)
+    if not folder.is_dir():
+        return None
+    try:
+        from .hf import weights_identity
+    except ImportError:
+        return {path.name: path.stat().st_size for path in sorted(folder.iterdir())
+                if path.is_file()}
+    return weights_identity(source, None)
+
+
+def _chat_template(tokenizer: Any, choice: str) -> str | None:
+    """The template string in use, or None; 'on' without one is an error, not a silent 'off'."""
+    if choice not in CHAT_TEMPLATE_CHOICES:
+        raise ValueError(f"chat_template must be auto, on or off, not {choice!r}")
+    template: str | None = getattr(tokenizer, "chat_template", None)
+    if choice == "on" and not template:
+        raise ValueError(f"chat_template=on, but the tokenizer of {tokenizer.name_or_path} has "
+                         "no chat template; use chat_template=off (or auto)")
+    return template if choice != "off" else None

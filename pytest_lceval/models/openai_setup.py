@@ -1,0 +1,150 @@
+"""Setting up an OpenAI-compatible backend: the API key, how tokens are counted, the window.
+
+Kept apart from openai_api.py (the requests) because none of it talks to the model: it decides
+which tokenizer stands for the served model (a local HF tokenizer counts exactly; tiktoken counts
+OpenAI models, plus the chat format's fixed overhead), where the context window comes from, and
+what identifies the weights in the fingerprint.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import openai
+
+from .base import Renderer
+from .hf_text import HFText, config_window, load_hf_text
+from .registry import MissingDependencyError
+from .serving import ServingOptions
+
+LOOPBACK_KEY = "EMPTY"
+"""Placeholder key for servers that need none (vLLM and others accept any)."""
+CHAT_OVERHEAD = 7
+"""Tokens the OpenAI chat format adds to one user message and the reply's start (3 per message,
+1 for the role, 3 to prime the reply), per OpenAI's counting guide."""
+OPENAI_WINDOWS = {"gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-4-turbo": 128_000,
+                  "gpt-3.5-turbo": 16_385, "o1": 200_000, "o3": 200_000, "o4": 200_000}
+"""Context windows of OpenAI model families (name prefixes), for names the server cannot tell."""
+DEFAULT_WINDOW = 8192
+"""Assumed, with a warning, when nothing tells the window."""
+
+
+class TextSide(Protocol):
+    """Tokenizer, renderer and option tokens of the served model (HFText or TiktokenText)."""
+
+    renderer: Renderer
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+class TiktokenText:
+    """tiktoken counting for OpenAI models; in chat mode the 'template' is the chat format's
+    fixed overhead, which the API adds to whatever user text is sent."""
+
+    def __init__(self, encoding: Any, chat: bool) -> None:
+        self.encoding = encoding
+        self.chat = chat
+        overhead = CHAT_OVERHEAD if chat else 0
+        self.renderer = Renderer(_unchanged if chat else None,
+                                 lambda text: len(self.encode(text)) + overhead)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self.encoding.encode(text, disallowed_special=())
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text: str = self.encoding.decode(list(ids))
+        return text
+
+    def identity(self) -> dict[str, Any]:
+        return {"tiktoken": self.encoding.name, "chat": self.chat}
+
+    @property
+    def label(self) -> str:
+        return f"tiktoken:{self.encoding.name}"
+
+
+def _unchanged(user: str) -> str:
+    return user
+
+
+def api_key(base_url: str | None) -> str | None:
+    """The key for the client: $OPENAI_API_KEY, or a placeholder for self-hosted servers."""
+    own_server = base_url or os.environ.get("OPENAI_BASE_URL")
+    return os.environ.get("OPENAI_API_KEY") or (LOOPBACK_KEY if own_server else None)
+
+
+def load_counter(model: str, serving: ServingOptions, chat_template: str) -> HFText | Any:
+    """HFText for --lceval-tokenizer (or the model name when it is a local folder), else the
+    tiktoken encoding of --lceval-tokenizer tiktoken:NAME or of the OpenAI model's name."""
+    choice = serving.tokenizer
+    if choice is None and Path(model).is_dir():
+        choice = model
+    if choice and not choice.startswith("tiktoken:"):
+        return load_hf_text(choice, chat_template)
+    try:
+        import tiktoken
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "counting tokens of OpenAI models needs tiktoken: pip install "
+            "'pytest-lceval[openai]', or give --lceval-tokenizer with an HF tokenizer") from exc
+    try:
+        if choice:
+            return tiktoken.get_encoding(choice.removeprefix("tiktoken:"))
+        return tiktoken.encoding_for_model(model)
+    except KeyError:
+        raise ValueError(
+            f"cannot count tokens for model {model!r}: tiktoken does not know it. Give "
+            f"--lceval-tokenizer with the served model's HF tokenizer (folder or id), or "
+            f"tiktoken:o200k_base for an approximate count") from None
+    except Exception as exc:  # tiktoken downloads an encoding once, then caches it
+        raise ValueError(
+            f"tiktoken could not load its encoding for {model!r} ({type(exc).__name__}); it "
+            f"downloads it on first use: run once online, or set TIKTOKEN_CACHE_DIR to a folder "
+            f"that holds it") from None
+
+
+def server_window(client: openai.OpenAI, model: str) -> int | None:
+    """max_model_len as vLLM and SGLang report it in /models; None if the server says nothing."""
+    try:
+        listing = client.with_options(max_retries=0, timeout=10.0).models.list()
+    except openai.APIError:
+        return None
+    for entry in listing.data:
+        if entry.id == model:
+            value = (entry.model_extra or {}).get("max_model_len")
+            return int(value) if value else None
+    return None
+
+
+def context_window(client: openai.OpenAI, model: str, text: TextSide,
+                   serving: ServingOptions) -> tuple[int, str]:
+    """(window, where it came from): the server's report, the model folder's config, the
+    tokenizer's limit, OpenAI's published windows, or an assumed default with a warning."""
+    served = server_window(client, model)
+    if served:
+        return served, "server"
+    if isinstance(text, HFText):
+        window = config_window(model) or config_window(serving.tokenizer or "")
+        if window:
+            return window, "model config"
+        limit = int(getattr(text.hf, "model_max_length", 0) or 0)
+        if 0 < limit < 10_000_000:
+            return limit, "tokenizer"
+    for prefix, window in OPENAI_WINDOWS.items():
+        if model.startswith(prefix):
+            return window, "OpenAI model table"
+    warnings.warn(f"pytest-lceval: context window of {model!r} unknown; assuming "
+                  f"{DEFAULT_WINDOW} tokens", stacklevel=2)
+    return DEFAULT_WINDOW, "assumed"

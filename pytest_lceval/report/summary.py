@@ -1,0 +1,285 @@
+"""The run's verdict in brief: ``summary.md`` (short enough for a PR comment) and ``summary.json``.
+
+One data model (:class:`RunSummary`) is built from the results and rendered three ways: the
+markdown here, the badges (``badge.py``) and the HTML report's tables (``html.py``), so the
+numbers can never disagree between them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..results import CellResult
+
+SUMMARY_MD = "summary.md"
+SUMMARY_JSON = "summary.json"
+WORST_SHOWN = 5
+"""Rows of the worst-cells table: a PR comment should be read, not scrolled."""
+DELTAS_SHOWN = 8
+REASON_CHARS = 140
+BASELINE = "baseline"
+"""The criterion name of the paired comparison's judgements (see baseline.py)."""
+COMPARISON_STATUSES = ("regressed", "unpaired", "small-drop", "inconclusive", "improved",
+                       "unchanged", "not-compared")
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Cell outcomes of a suite (or of the whole run)."""
+
+    name: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @property
+    def judged(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def pass_rate(self) -> float:
+        """Share of judged (not skipped) cells that passed; NaN when none was judged."""
+        return self.passed / self.judged if self.judged else math.nan
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One cell as the summary tables show it."""
+
+    nodeid: str
+    suite: str
+    label: str
+    """The test's parameter id, e.g. 'json_kv-8k-50'."""
+    score: float
+    ci_low: float
+    ci_high: float
+    n: int
+    outcome: str
+    reason: str
+    failed: tuple[str, ...] = ()
+    """Criteria that failed the cell (their messages are in ``reason``)."""
+
+    @property
+    def verdict(self) -> str:
+        """Short enough for a table cell: the failed criteria, or the outcome."""
+        if self.outcome != "failed":
+            return self.outcome
+        return "FAIL: " + (", ".join(self.failed) if self.failed else self.reason)
+
+
+@dataclass(frozen=True)
+class DeltaRow:
+    """One cell compared with the saved run (the baseline judgement's properties)."""
+
+    nodeid: str
+    suite: str
+    label: str
+    status: str
+    baseline: float = math.nan
+    current: float = math.nan
+    difference: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan
+    mde: float = math.nan
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run: str
+    model: str
+    seed: int | None
+    total: Tally
+    suites: list[Tally]
+    worst: list[CellRow]
+    """Failed cells first, then the lowest scores; at most WORST_SHOWN."""
+    deltas: list[DeltaRow]
+    """Every compared cell, largest drop first."""
+    baseline: str | None = None
+    delta_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.total.failed == 0
+
+
+def cell_label(nodeid: str) -> str:
+    """'suites/test_recall.py::test_recall[json_kv-8k-50]' -> 'json_kv-8k-50'."""
+    tail = nodeid.rpartition("::")[2]
+    if tail.endswith("]") and "[" in tail:
+        return tail[tail.index("[") + 1 : -1]
+    return tail
+
+
+def tally(name: str, results: list[CellResult]) -> Tally:
+    counts = Counter(r.outcome for r in results)
+    return Tally(name, counts["passed"], counts["failed"], counts["skipped"])
+
+
+def summarize(run: str, results: list[CellResult]) -> RunSummary:
+    suites = sorted({r.suite for r in results})
+    judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
+    worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
+    deltas = sorted((row for r in results if (row := _delta(r)) is not None),
+                    key=lambda d: (math.isnan(d.difference), d.difference, d.nodeid))
+    baselines = {j.properties.get("baseline") for r in results for j in r.judgements
+                 if j.criterion == BASELINE}
+    return RunSummary(
+        run=run,
+        model=", ".join(sorted({r.model for r in results})),
+        seed=results[0].seed if results else None,
+        total=tally("all", results),
+        suites=[tally(s, [r for r in results if r.suite == s]) for s in suites],
+        worst=[_row(r) for r in worst[:WORST_SHOWN]],
+        deltas=deltas,
+        baseline=", ".join(sorted(str(b) for b in baselines)) or None,
+        delta_counts=dict(Counter(d.status for d in deltas)),
+    )
+
+
+def _row(result: CellResult) -> CellRow:
+    return CellRow(result.nodeid, result.suite, cell_label(result.nodeid), result.score,
+                   result.ci_low, result.ci_high, result.n, result.outcome, result.reason,
+                   tuple(j.criterion for j in result.judgements if not j.passed))
+
+
+def _delta(result: CellResult) -> DeltaRow | None:
+    found = [j.properties for j in result.judgements if j.criterion == BASELINE]
+    if not found:
+        return None
+    p = found[0]
+
+    def get(key: str) -> float:
+        return float(p.get(key, math.nan))
+
+    return DeltaRow(
+        result.nodeid, result.suite, cell_label(result.nodeid),
+        status=str(p.get("baseline_status", "not-compared")),
+        baseline=get("baseline_score"), current=get("baseline_score") + get("baseline_diff"),
+        difference=get("baseline_diff"), ci_low=get("baseline_ci_low"),
+        ci_high=get("baseline_ci_high"), p_value=get("baseline_p"), mde=get("baseline_mde"),
+        n=int(p.get("baseline_n", 0)),
+    )
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def percent(value: float) -> str:
+    return "–" if math.isnan(value) else f"{100 * value:.0f}%"
+
+
+def number(value: float, signed: bool = False) -> str:
+    if math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def pvalue(value: float) -> str:
+    if math.isnan(value):
+        return "–"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def headline(summary: RunSummary, marks: bool = True) -> str:
+    """One line verdict; ``marks`` adds the emoji that GitHub shows (browsers without an emoji
+    font show boxes, so the HTML report leaves them out)."""
+    total = summary.total
+    verdict = "passed" if summary.ok else f"{total.failed} of {total.judged} cells failed"
+    if marks:
+        verdict = ("✅ " if summary.ok else "❌ ") + verdict
+    return (f"pytest-lceval {verdict}: pass rate {percent(total.pass_rate)} "
+            f"({total.passed}/{total.judged}), {total.skipped} skipped")
+
+
+def _md_cell(text: str) -> str:
+    """Keep a value inside its markdown table cell (and out of GitHub's HTML rendering)."""
+    text = " ".join(text.split())
+    if len(text) > REASON_CHARS:
+        text = text[: REASON_CHARS - 1] + "…"
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_markdown(summary: RunSummary) -> str:
+    lines = [f"### {headline(summary)}", "",
+             f"Model `{summary.model}` · seed {summary.seed} · run `{summary.run}`", "",
+             "| suite | passed | failed | skipped | pass rate |", "|---|--:|--:|--:|--:|"]
+    for t in summary.suites:
+        lines.append(f"| {t.name} | {t.passed} | {t.failed} | {t.skipped} | "
+                     f"{percent(t.pass_rate)} |")
+    if summary.worst:
+        lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | N | verdict |",
+                  "|---|--:|--:|---|"]
+        for row in summary.worst:
+            lines.append(f"| {row.suite} · `{_md_cell(row.label)}` | {number(row.score)} "
+                         f"({number(row.ci_low)}–{number(row.ci_high)}) | {row.n} | "
+                         f"{_md_cell(row.verdict)} |")
+    if summary.deltas:
+        counts = ", ".join(f"{summary.delta_counts[s]} {s}" for s in COMPARISON_STATUSES
+                           if summary.delta_counts.get(s))
+        lines += ["", f"**Against baseline `{summary.baseline}`:** {counts}", "",
+                  "| cell | baseline | now | Δ (95% CI) | p | status |",
+                  "|---|--:|--:|--:|--:|---|"]
+        for d in summary.deltas[:DELTAS_SHOWN]:
+            lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {number(d.baseline)} | "
+                         f"{number(d.current)} | {number(d.difference, True)} "
+                         f"({number(d.ci_low, True)} to {number(d.ci_high, True)}) | "
+                         f"{pvalue(d.p_value)} | {d.status} |")
+        if len(summary.deltas) > DELTAS_SHOWN:
+            lines.append(f"\n{len(summary.deltas) - DELTAS_SHOWN} more compared cells in "
+                         f"{SUMMARY_JSON} and the HTML report.")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
+    """The summary plus one compact row per cell: for dashboards and scripts."""
+    cells = [
+        {"nodeid": r.nodeid, "suite": r.suite, "task": r.task, "length": r.length,
+         "depth": r.depth, "extra": r.extra, "score": r.score, "ci_low": r.ci_low,
+         "ci_high": r.ci_high, "n": r.n, "outcome": r.outcome, "reason": r.reason,
+         "metrics": r.metrics}
+        for r in results
+    ]
+    data = asdict(summary)
+    data["ok"] = summary.ok
+    data["headline"] = headline(summary)
+    data["cells"] = cells
+    return _strict(data)
+
+
+def _strict(value: Any) -> Any:
+    """NaN and infinities become null: strict JSON that any dashboard can parse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
+
+
+def write_summary(run_dir: Path, results: list[CellResult]) -> RunSummary:
+    summary = summarize(run_dir.name, results)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
+    (run_dir / SUMMARY_JSON).write_text(
+        json.dumps(to_json(summary, results), indent=1, sort_keys=True, default=str,
+                   allow_nan=False),
+        encoding="utf-8")
+    return summary
+
+
+@pytest.hookimpl
+def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
+                                 results: list[CellResult]) -> None:
+    write_summary(run_dir, results)

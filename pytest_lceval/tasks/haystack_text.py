@@ -1,0 +1,209 @@
+"""Token-level context building: tokenise a corpus once, slice it by token counts, and insert key
+items at sentence (or item) boundaries near a requested depth.
+
+A context is a list of :class:`Piece` s, each carrying its own token count. Every piece starts with
+its own leading whitespace (``" Next sentence."``, ``"\\nOne of the ..."``), so that for byte-level
+BPE and whitespace tokenizers the count of a concatenation is the sum of the counts: the builder
+predicts a context's length by addition instead of re-tokenising it. The prediction is only a
+guide; :mod:`.fitting` measures the final rendered prompt and corrects.
+
+Depth is measured in tokens as ``100 * before / (context - item)``: the share of the rest of the
+context that lies before the item. 0 % puts the item first and 100 % last, at any context length
+(a "start / context" ratio could never reach 100 %).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from itertools import accumulate
+from typing import Any
+
+from ..models.base import Tokenizer
+
+DEPTH_TOLERANCE = 0.02
+"""How far (share of the context) the sentence boundary may lie from the requested depth before
+the builder splits the sentence at a word boundary instead."""
+
+NOISE = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
+         "There and back again.")
+"""RULER's noise haystack line, repeated."""
+
+_SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?=\s)""")
+_REPLACEMENT = "\ufffd"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of context text and its token count when tokenised on its own."""
+
+    text: str
+    tokens: int
+    tag: str | None = None
+    """Names a key item (gold needle, distractor, demo pair); None for haystack."""
+    splittable: bool = False
+    """Prose that may be cut at a word boundary when no sentence boundary is near the depth."""
+
+
+def piece(tokenizer: Tokenizer, text: str, tag: str | None = None) -> Piece:
+    """A key item: counted once, never split."""
+    return Piece(text, len(tokenizer.encode(text)), tag)
+
+
+@dataclass(frozen=True)
+class TokenizedCorpus:
+    """Units of a text (sentences with their leading whitespace), each tokenised once."""
+
+    units: tuple[str, ...]
+    ids: tuple[tuple[int, ...], ...]
+
+    def take(self, tokenizer: Tokenizer, start: int, budget: int) -> list[Piece]:
+        """Units from ``start`` (cycling) worth ``budget`` tokens; the last one cut at a token.
+
+        Units keep their leading whitespace even first in line (a needle may go before them);
+        ``assemble`` strips the context's start.
+        """
+        pieces: list[Piece] = []
+        left, index = budget, start % len(self.units)
+        while left > 0:
+            ids = self.ids[index]
+            if len(ids) <= left:
+                pieces.append(Piece(self.units[index], len(ids), splittable=True))
+                left -= len(ids)
+            else:
+                pieces.append(_partial(tokenizer, ids, left))
+                left = 0
+            index = (index + 1) % len(self.units)
+        return [p for p in pieces if p.text]
+
+
+def _partial(tokenizer: Tokenizer, ids: Sequence[int], count: int) -> Piece:
+    """The first ``count`` tokens of a unit, backing off a few tokens rather than ending inside a
+    multi-byte character (which byte-level tokenizers decode as U+FFFD)."""
+    for keep in range(count, max(count - 4, 0), -1):
+        text = tokenizer.decode(ids[:keep])
+        if not text.endswith(_REPLACEMENT):
+            return Piece(text, len(tokenizer.encode(text)), splittable=True)
+    return Piece("", 0)
+
+
+_CACHES: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
+_PINNED: dict[int, tuple[Any, dict[Hashable, Any]]] = {}
+"""For tokenizers that cannot be weakly referenced: kept alive so their id is never reused."""
+
+
+def tokenizer_cache(tokenizer: Tokenizer) -> dict[Hashable, Any]:
+    """A dict that lives as long as ``tokenizer``: token counts are only valid for their
+    tokenizer, and a process may hold several (tests, two models)."""
+    try:
+        return _CACHES.setdefault(tokenizer, {})
+    except TypeError:
+        return _PINNED.setdefault(id(tokenizer), (tokenizer, {}))[1]
+
+
+def tokenized(tokenizer: Tokenizer, units: tuple[str, ...]) -> TokenizedCorpus:
+    """The corpus tokenised with ``tokenizer``, computed once per (tokenizer, units)."""
+    cache = tokenizer_cache(tokenizer)
+    key = ("corpus", units)
+    if key not in cache:
+        cache[key] = TokenizedCorpus(units, tuple(tuple(tokenizer.encode(u)) for u in units))
+    corpus: TokenizedCorpus = cache[key]
+    return corpus
+
+
+@cache
+def sentence_units(texts: tuple[str, ...]) -> tuple[str, ...]:
+    """Documents split into sentences that carry their leading whitespace.
+
+    Each document starts a paragraph ("\\n\\n"), so cycling past the last one reads naturally.
+    """
+    corpus = "".join("\n\n" + text.strip() for text in texts if text.strip())
+    cuts = [match.end() for match in _SENTENCE_END.finditer(corpus)]
+    bounds = zip([0, *cuts], [*cuts, len(corpus)], strict=True)
+    return tuple(corpus[a:b] for a, b in bounds if corpus[a:b].strip())
+
+
+def noise_units() -> tuple[str, ...]:
+    """The noise line as sentence units (each with its leading space, repeated lines joined by a
+    space as RULER joins them), so needles go in at sentence boundaries."""
+    return tuple(" " + sentence + "." for sentence in NOISE.rstrip(".").split(". "))
+
+
+def split_piece(tokenizer: Tokenizer, part: Piece, tokens: float) -> tuple[Piece, Piece] | None:
+    """Cut prose at the word boundary nearest ``tokens`` tokens in; None if it has no interior
+    word boundary. The right half keeps the leading space, so counts stay additive."""
+    text = part.text
+    starts = [m.start() for m in re.finditer(r"(?<=\S)\s+(?=\S)", text)]
+    if not starts:
+        return None
+    aim = len(text) * tokens / max(part.tokens, 1)
+    cut = min(starts, key=lambda position: abs(position - aim))
+    left, right = text[:cut], text[cut:]
+    return (Piece(left, len(tokenizer.encode(left)), splittable=True),
+            Piece(right, len(tokenizer.encode(right)), splittable=True))
+
+
+Splitter = Callable[[Piece, float], "tuple[Piece, Piece] | None"]
+
+
+def insert_at_depth(pieces: list[Piece], item: Piece, depth: float,
+                    split: Splitter | None = None) -> list[Piece]:
+    """``pieces`` with ``item`` at the boundary nearest ``depth`` percent (in tokens).
+
+    When that boundary is further than DEPTH_TOLERANCE of the context from the target and the
+    piece under the target is prose, the piece is split at a word boundary instead.
+    """
+    if not pieces:
+        return [item]
+    ends = list(accumulate(p.tokens for p in pieces))
+    total = ends[-1]
+    target = total * depth / 100.0
+    index = _nearest_boundary([0, *ends], target)
+    before = ends[index - 1] if index else 0
+    if split is not None and abs(before - target) > DEPTH_TOLERANCE * total:
+        under = min(bisect_left(ends, target), len(pieces) - 1)
+        start = ends[under - 1] if under else 0
+        halves = split(pieces[under], target - start) if pieces[under].splittable else None
+        if halves is not None:
+            return [*pieces[:under], halves[0], item, halves[1], *pieces[under + 1:]]
+    return [*pieces[:index], item, *pieces[index:]]
+
+
+def _nearest_boundary(cumulative: list[int], target: float) -> int:
+    """Index i (0..len-1) of the boundary whose token offset cumulative[i] is nearest target."""
+    right = min(bisect_left(cumulative, target), len(cumulative) - 1)
+    if right > 0 and target - cumulative[right - 1] <= cumulative[right] - target:
+        return right - 1
+    return right
+
+
+@dataclass(frozen=True)
+class Context:
+    """A built context: its text, predicted token count, and where each key item landed."""
+
+    text: str
+    tokens: int
+    depths: tuple[tuple[str, float], ...]
+    """(tag, achieved depth in percent) of every key item, in context order."""
+
+    def depth_of(self, tag: str) -> float:
+        return next(depth for name, depth in self.depths if name == tag)
+
+    def depths_of(self, tag: str) -> list[float]:
+        return [depth for name, depth in self.depths if name == tag]
+
+
+def assemble(pieces: Sequence[Piece], finish: Callable[[str], str] = str.lstrip) -> Context:
+    """Join pieces into a Context, measuring each key item's depth from the pieces' counts."""
+    total = sum(p.tokens for p in pieces)
+    depths, before = [], 0
+    for part in pieces:
+        if part.tag is not None:
+            rest = total - part.tokens
+            depths.append((part.tag, 100.0 * before / rest if rest > 0 else 0.0))
+        before += part.tokens
+    return Context(finish("".join(p.text for p in pieces)), total, tuple(depths))

@@ -1,0 +1,103 @@
+"""JSON KV retrieval (Liu et al.'s lost-in-the-middle task, as HELMET runs it): a JSON object of
+random UUID keys and values fills the context; the queried pair sits at the cell's depth.
+
+Prompt (HELMET's order: data first, then the instruction, two demonstrations and the key)::
+
+    JSON data:
+    {"<uuid>": "<uuid>",
+     "<uuid>": "<uuid>",
+     ...}
+
+    Extract the value corresponding to the specified key in the JSON object below.
+
+    Key: "<demo key 1>"
+    Corresponding value: <demo value 1>
+
+    Key: "<demo key 2>"
+    Corresponding value: <demo value 2>
+
+    Key: "<key>"
+    Corresponding value:
+
+The demonstrations ask for two other pairs of the same object (at random depths), so that they
+are answerable from the context and never name the test key. Scored with SubEM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..grid import Cell
+from ..metrics import substring_exact_match
+from ..models.base import Tokenizer
+from ..records import Case
+from .base import BuildContext
+from .fitting import Frame, fit
+from .haystack_items import fill, shared_stream
+from .haystack_text import Context, Piece, assemble, piece
+from .recall_common import DEMOS, SYNTHETIC, answer_separator, case_rngs, make_case, place
+from .recall_values import Draw
+
+INSTRUCTION = "Extract the value corresponding to the specified key in the JSON object below."
+ANSWER_PREFIX = "Corresponding value:"
+
+
+def _pair(tokenizer: Tokenizer, key: str, value: str, tag: str | None) -> Piece:
+    """One pair on its own line. The newline leads and the comma trails, so pieces meet at
+    whitespace and their counts add up; ``_close`` trims the first newline and last comma."""
+    return piece(tokenizer, f'\n "{key}": "{value}",', tag)
+
+
+def _close(joined: str) -> str:
+    """Pairs as Liu et al. format them: '{"k": "v",\\n "k": "v"}' without the braces."""
+    return joined.removeprefix("\n ").removesuffix(",")
+
+
+@dataclass
+class JsonKvTask:
+    """See the module docstring. (Not frozen: GenerationTask declares settable attributes.)"""
+
+    name: str = "json_kv"
+    suite: str = "recall"
+    uses_depth: bool = True
+    max_new_tokens: int = 50
+    """A UUID is ~35 BPE tokens."""
+
+    def build(self, cell: Cell, context: BuildContext) -> list[Case]:
+        return [self._case(cell, context, index) for index in range(cell.samples)]
+
+    def score(self, output: str, case: Case) -> float:
+        return substring_exact_match(output, case.gold)
+
+    def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
+        rng, filler_rng = case_rngs(context, self.name, index)
+        tokenizer = context.tokenizer
+        uuids = Draw(rng, "uuid")
+        key, value = uuids(), uuids()
+        demos = [(uuids(), uuids()) for _ in range(DEMOS)]
+        items = [(_pair(tokenizer, k, v, "demo"), rng.uniform(0, 100)) for k, v in demos]
+        items.append((_pair(tokenizer, key, value, "gold"),
+                      cell.depth if cell.depth is not None else rng.uniform(0, 100)))
+        key_tokens = sum(item.tokens for item, _ in items)
+        stream = shared_stream(tokenizer, (self.name, context.seed, index), lambda: self._filler(
+            tokenizer, Draw(filler_rng, "uuid", set(uuids.taken))))
+
+        def build(budget: int) -> Context:
+            return assemble(place(fill(stream, budget - key_tokens), items), _close)
+
+        shots = "".join(f'Key: "{k}"\n{ANSWER_PREFIX} {v}\n\n' for k, v in demos)
+        frame = Frame("JSON data:\n{", f'}}\n\n{INSTRUCTION}\n\n{shots}Key: "{key}"',
+                      answer_separator(context.renderer) + ANSWER_PREFIX)
+        fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
+                     key_tokens, f"{self.name} at {cell.length} tokens", stream.largest())
+        meta = {"source": SYNTHETIC, "requested_depth": cell.depth, "keys": [key],
+                "pairs": fitted.context.text.count("\n") + 1}
+        return make_case(index, fitted, [value], context.renderer, self.max_new_tokens,
+                         fitted.context.depth_of("gold"), meta)
+
+    @staticmethod
+    def _filler(tokenizer: Tokenizer, uuids: Draw) -> Iterator[Piece]:
+        while True:
+            yield _pair(tokenizer, uuids(), uuids(), None)
+

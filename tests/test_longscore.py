@@ -1,0 +1,237 @@
+"""LongScore: arithmetic and its guard, the bootstrap interval, options, the hand-over from the
+default threshold, and (through pytester) base ability computed once, verdicts and summaries."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_lceval.longscore.config import LongScoreSettings
+from pytest_lceval.longscore.criterion import UNDEFINED
+from pytest_lceval.results import CellResult
+from pytest_lceval.settings import Settings
+from pytest_lceval.stats import longscore, longscore_ci, stratified_mean
+from pytest_lceval.store import Store
+from pytest_lceval.verdicts import ThresholdCriterion
+
+TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
+SUITE = """
+import pytest
+
+pytestmark = pytest.mark.lceval(suite="toy")
+
+
+def test_cell(lc_cell, lc_eval):
+    lc_eval.check(lc_eval.run(lc_cell))
+"""
+# Base lengths 1k and 2k (N/3 = 1 case each per depth), long lengths 3k and 4k. (mock:grep
+# cannot see a needle in the prompt's last 400 characters, hence no 100 % depth.)
+GRID = ["--lengths", "1k,2k,3k,4k", "--depths", "0,25,50", "--samples", "3",
+        "--longscore-base-lengths", "1k,2k", "-p", "no:randomly"]
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+def test_longscore_is_the_relative_change_in_percent() -> None:
+    assert longscore(0.4, 0.5, floor=0.05) == pytest.approx(-20.0)
+    assert longscore(0.75, 0.5, floor=0.05) == pytest.approx(50.0)
+    assert longscore(0.5, 0.5, floor=0.05) == 0.0
+
+
+@pytest.mark.parametrize(("base", "floor"), [(0.0, 0.0), (0.04, 0.05), (-0.1, 0.0),
+                                             (math.nan, 0.05)])
+def test_longscore_is_undefined_near_a_zero_base(base: float, floor: float) -> None:
+    assert longscore(0.3, base, floor) is None
+
+
+def test_base_weighs_each_length_equally() -> None:
+    # (1.0 + 0.5 + 0.0) / 3, not the pooled mean of 7 cases (4/7).
+    assert stratified_mean([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0], [0.0]]) == pytest.approx(0.5)
+    assert math.isnan(stratified_mean([[], []]))
+
+
+def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible() -> None:
+    scores = [1, 0, 1, 0, 0, 1, 0, 0, 1, 0]
+    strata = [[1, 1, 0, 1], [1, 0, 1, 1], [1, 1, 1, 0]]
+    point = longscore(float(np.mean(scores)), stratified_mean(strata), 0.05)
+    assert point is not None
+    low, high = longscore_ci(scores, strata, 0.05, seed=3)
+    assert low < point < high
+    assert (low, high) == longscore_ci(scores, strata, 0.05, seed=3)
+    wide = longscore_ci(scores[:4], [s[:2] for s in strata], 0.05, seed=3)
+    assert wide[1] - wide[0] > high - low  # fewer cases, wider interval
+
+
+def test_bootstrap_of_constant_scores_is_a_point() -> None:
+    assert longscore_ci([1.0] * 5, [[1.0] * 2] * 3, 0.05) == (0.0, 0.0)
+
+
+def test_bootstrap_never_divides_by_a_zero_base() -> None:
+    with np.errstate(all="raise"):
+        assert all(math.isnan(x) for x in longscore_ci([1.0, 0.0], [[0.0, 0.0]], 0.05))
+        low, high = longscore_ci([1.0, 0.0], [[0.0, 1.0, 0.0]], 0.0)
+    assert math.isfinite(low) and math.isfinite(high)  # replicates with base 0 left out
+
+
+# -- roles and the threshold hand-over -------------------------------------------------------
+
+def test_roles_of_lengths() -> None:
+    settings = LongScoreSettings((2048, 4096, 6144), -20.0, 0.05)
+    assert [settings.role(n) for n in (1024, 2048, 5000, 6144, 8192)] == \
+        ["short", "base", "short", "base", "long"]
+    assert settings.active((2048, 8192)) and not settings.active((1024, 2048, 4096))
+    assert not LongScoreSettings((), None, 0.05).active((8192,))
+
+
+def _settings(**overrides: object) -> Settings:
+    base: dict[str, object] = dict(
+        model="mock:grep", lengths=(1024,), depths=(50.0,), samples=3, seed=1, data_dir=None,
+        out_root=Path("."), run_name=None, store_path=Path("s"), chat_template="off",
+        threshold=0.5)
+    return Settings(**{**base, **overrides})  # type: ignore[arg-type]
+
+
+def _result(task: str = "toy", score: float = 0.1) -> CellResult:
+    return CellResult("id", "toy", task, 1024, 50.0, {}, "mock", "fp", 1, "fixtures", n=3,
+                      score=score, ci_low=0.0, ci_high=0.3)
+
+
+@pytest.mark.parametrize(("overrides", "judged"), [
+    ({}, False),                                            # default threshold: hands over
+    ({"threshold_explicit": True}, True),                   # the user's global threshold stays
+    ({"task_thresholds": {"toy": 0.3}}, True),              # the user's per-task one too
+    ({"task_thresholds": {"other": 0.3}}, False),
+])
+def test_threshold_steps_aside_only_when_defaulted(overrides: dict[str, object],
+                                                   judged: bool) -> None:
+    criterion = ThresholdCriterion(_settings(**overrides))
+    criterion.defer_when(lambda result: result.length > 512)
+    judgement = criterion.pytest_lceval_judge(_result(), evaluator=None)  # type: ignore[arg-type]
+    assert (judgement is not None) is judged
+    if judgement is not None:
+        assert not judgement.passed
+
+
+# -- through pytester ------------------------------------------------------------------------
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(TOY_TASK)
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester
+
+
+def _results(pytester: pytest.Pytester, run: str) -> list[dict]:
+    path = pytester.path / "reports" / run / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_base_is_computed_once_across_two_workers(suite: pytest.Pytester) -> None:
+    """12 cells on two workers; the base (2 lengths x 3 depths x 1 case) reaches the model
+    once in all, and no request of the run reaches it twice."""
+    outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lengths", "3k,4k",
+                              "--lceval-run", "x", "-n", "2")
+    outcome.assert_outcomes(passed=6)
+    rows = _results(suite, "x")
+    assert {row["metrics"]["longscore_role"] for row in rows} == {"long"}
+    base_requests = sum(row["metrics"]["longscore_base_requests"] for row in rows)
+    assert base_requests == 2 * 3 * 1
+    assert {row["metrics"]["longscore_base"] for row in rows} == {1.0}
+    store = Store(suite.path / ".lceval" / "store.sqlite")
+    asked = sum(row["model_requests"] for row in rows) + base_requests
+    assert store.count_answers() == asked
+    store.close()
+
+
+def test_base_cells_of_the_run_are_reused(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lceval-run", "r")
+    outcome.assert_outcomes(passed=12)
+    rows = _results(suite, "r")
+    base_rows = [r for r in rows if r["metrics"]["longscore_role"] == "base"]
+    assert len(base_rows) == 6 and all(r["metrics"]["longscore_base"] == 1.0 for r in base_rows)
+    # The base is computed when the first cell (1k, depth 0) is judged: its case is in the
+    # store, the other five strata's are asked once, and the cells that run later find them.
+    base_requests = sum(r["metrics"]["longscore_base_requests"] for r in rows)
+    assert base_requests == 5
+    store = Store(suite.path / ".lceval" / "store.sqlite")
+    assert store.count_answers() == sum(r["model_requests"] for r in rows) + base_requests
+    store.close()
+    long_rows = [r for r in rows if r["metrics"]["longscore_role"] == "long"]
+    assert all(r["metrics"]["longscore"] == 0.0 for r in long_rows)
+
+
+def test_long_cells_fail_on_longscore_not_on_the_default_threshold(
+        suite: pytest.Pytester) -> None:
+    """A model blind at 40-60 % depth: base = 2/3 (pooled over depths); the 50 % long cells
+    score 0, LC = -100 %, and fail on LongScore alone; the 50 % base cells fail the threshold."""
+    outcome = suite.runpytest("--model", "mock:grep?miss=40-60", *GRID, "--longscore-min",
+                              "-20", "--lceval-run", "m")
+    outcome.assert_outcomes(passed=8, failed=4)
+    outcome.stdout.fnmatch_lines([
+        "*toy at 1k: score 0.000*< threshold 0.500*",
+        "*toy at 3k: LongScore -100.0% (95% CI *) < minimum -20%: score 0.000 (N=3) at 3k "
+        "against base ability 0.667 (N=6 over 1k@0,1k@25,1k@50,2k@0,2k@25,2k@50)*"])
+    rows = {(r["length"], r["depth"]): r for r in _results(suite, "m")}
+    assert [j["criterion"] for j in rows[(3072, 50.0)]["judgements"]] == ["longscore"]
+    assert rows[(3072, 0.0)]["metrics"]["longscore"] == pytest.approx(50.0)
+    summary = suite.path / "reports" / "m" / "longscore-toy.md"
+    assert "| mock:grep?miss=40-60 | 8k | 66.7 | 66.7 | +0.0 |" in summary.read_text()
+    with open(suite.path / "reports" / "m" / "longscore-toy.csv") as handle:
+        table = {row["task"]: row for row in csv.DictReader(handle)}
+    assert table["toy"]["lc_3k"] == "0.00" and table["toy"]["base_ability"] == "66.67"
+    assert (suite.path / "reports" / "m" / "longscore-toy.png").stat().st_size > 1000
+
+
+def test_an_explicit_threshold_still_judges_long_cells(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:grep?miss=40-60", *GRID, "--longscore-min",
+                              "-20", "--lceval-threshold", "toy=0.5", "--lceval-run", "t")
+    outcome.assert_outcomes(passed=8, failed=4)
+    rows = {(r["length"], r["depth"]): r for r in _results(suite, "t")}
+    assert [j["criterion"] for j in rows[(4096, 50.0)]["judgements"]] == \
+        ["longscore", "threshold"]
+
+
+def test_a_zero_base_skips_long_cells_with_the_reason(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:constant", *GRID, "--longscore-min", "-20",
+                              "--lceval-run", "z", "-rs")
+    outcome.assert_outcomes(failed=6, skipped=6)
+    outcome.stdout.fnmatch_lines([f"SKIPPED*{UNDEFINED} at 3k: base ability 0.000*below the "
+                                  f"floor 0.05*"])
+    rows = _results(suite, "z")
+    skipped = [r for r in rows if r["outcome"] == "skipped"]
+    assert all(r["metrics"]["longscore"] is None and r["score"] == 0.0 for r in skipped)
+    assert "| toy | 0.0 | 0.0 | undefined | undefined | undefined |" in \
+        (suite.path / "reports" / "z" / "longscore-toy.md").read_text()
+
+
+def test_without_a_bound_longscore_is_recorded_not_asserted(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:constant", *GRID, "--lceval-run", "c",
+                              "--lceval-threshold", "0")
+    outcome.assert_outcomes(passed=12)
+    assert all(r["metrics"].get("longscore_undefined", "").startswith(UNDEFINED)
+               for r in _results(suite, "c") if r["length"] > 2048)
+
+
+def test_runs_without_long_lengths_ask_nothing_extra(suite: pytest.Pytester) -> None:
+    outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lengths", "1k,2k",
+                              "--longscore-base-lengths", "2k,3k", "--lceval-run", "s")
+    outcome.assert_outcomes(passed=6)
+    assert all("longscore_role" not in r["metrics"] for r in _results(suite, "s"))
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--longscore-min", "-120"], "cannot be below -100"),
+    (["--longscore-min", "a lot"], "--longscore-min"),
+    (["--longscore-base-lengths", "2k,x"], "--longscore-base-lengths"),
+    (["--longscore-floor", "5"], "write 0.05, not 5"),
+])
+def test_bad_longscore_options_are_usage_errors(suite: pytest.Pytester, args: list[str],
+                                                expected: str) -> None:
+    outcome = suite.runpytest("--model", "mock:grep", *args)
+    assert outcome.ret == pytest.ExitCode.USAGE_ERROR
+    outcome.stderr.fnmatch_lines([f"*{expected}*"])

@@ -1,0 +1,314 @@
+"""The OpenAI-compatible backend against a scripted loopback server: retries and backoff,
+Retry-After, timeouts, concurrency, log-probability ranking and its reported fallback, chat
+prefill, token counting and fingerprints. Fast: no model runs here (test_openai_backend.py runs
+the real `transformers serve`)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from fake_openai import FakeServer, Reply, Seen, chat, completion
+
+from pytest_lceval.models import openai_api, openai_setup, topk_rank
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.mock import WordTokenizer
+from pytest_lceval.models.openai_api import (
+    OpenAIBackend,
+    PrefillWarning,
+    RankFallbackWarning,
+    ServerError,
+)
+from pytest_lceval.models.openai_setup import TiktokenText
+from pytest_lceval.models.registry import LoadOptions
+from pytest_lceval.models.serving import ServingOptions, redact_url
+from pytest_lceval.records import GenerateRequest, Prompt, RankRequest
+
+
+class WordText(WordTokenizer):
+    """A whitespace tokenizer standing in for the served model's (HFText or tiktoken)."""
+
+    def __init__(self, chat: bool = False) -> None:
+        super().__init__()
+        self.renderer = Renderer((lambda user: f"<u>{user}<a>") if chat else None,
+                                 lambda text: len(self.encode(text)))
+
+    def identity(self) -> dict[str, Any]:
+        return {"words": True}
+
+    @property
+    def label(self) -> str:
+        return "words"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer().running() as running:
+        yield running
+
+
+def backend(server: FakeServer, mode: str = "completions", text: WordText | None = None,
+            name: str = "fake", **serving: Any) -> OpenAIBackend:
+    options = ServingOptions(base_url=server.url, api_mode=mode, **serving)
+    client = openai.OpenAI(api_key="EMPTY", base_url=server.url, timeout=options.timeout,
+                           max_retries=options.retries)
+    return OpenAIBackend(f"openai:{name}", name, client, text or WordText(mode == "chat"), mode,
+                         options, (4096, "test"), server.url)
+
+
+def ask(model: OpenAIBackend, prompt: str = "What is the number?", prefix: str = "") -> str:
+    return model.generate([GenerateRequest(prompt + prefix, 8, ("\n",),
+                                           Prompt(prompt, prefix))])[0].text
+
+
+# -- retries -------------------------------------------------------------------------------------
+
+def test_429_with_retry_after_is_waited_out_then_answered(server: FakeServer) -> None:
+    server.script = [Reply(429, {"error": {"message": "slow down"}}, {"retry-after": "0.6"})]
+    started = time.perf_counter()
+    assert ask(backend(server, retries=2)) == "42"
+    assert time.perf_counter() - started >= 0.6
+    assert len(server.requests("/completions")) == 2
+
+
+def test_5xx_backs_off_exponentially_with_jitter(server: FakeServer) -> None:
+    server.script = [Reply(503), Reply(502)]
+    started = time.perf_counter()
+    assert ask(backend(server, retries=3)) == "42"
+    waited = time.perf_counter() - started
+    assert 0.75 * (0.5 + 1.0) <= waited < 0.5 + 1.0 + 2.0  # 0.5 s then 1 s, minus <= 25 % jitter
+    assert len(server.requests("/completions")) == 3
+
+
+def test_timeouts_are_retried(server: FakeServer) -> None:
+    server.script = [Reply(delay=2.0)]
+    assert ask(backend(server, retries=1, timeout=0.5)) == "42"
+    assert len(server.requests("/completions")) == 2
+
+
+def test_exhausted_retries_fail_with_the_reason_and_what_to_do(server: FakeServer) -> None:
+    server.answer = lambda request: Reply(500, {"error": {"message": "engine died"}})
+    with pytest.raises(ServerError) as failure:
+        ask(backend(server, retries=1))
+    message = str(failure.value)
+    assert "HTTP 500" in message and "engine died" in message and "after 1 retries" in message
+    assert "rerun" in message
+    assert failure.value.__cause__ is None  # no traceback into the client's frames
+    assert len(server.requests("/completions")) == 2
+
+
+def test_refused_connection_names_the_endpoint() -> None:
+    with FakeServer().running() as gone:
+        model = backend(gone, retries=0)
+    with pytest.raises(ServerError, match=r"cannot connect.*rerun"):
+        ask(model)
+
+
+def test_concurrency_is_limited(server: FakeServer) -> None:
+    server.answer = lambda request: Reply(**{**vars(completion("42")), "delay": 0.3})
+    model = backend(server, concurrency=3)
+    answers = model.generate([GenerateRequest(f"q{i}", 4) for i in range(9)])
+    assert [a.text for a in answers] == ["42"] * 9
+    assert server.most_in_flight == 3
+
+
+# -- requests ------------------------------------------------------------------------------------
+
+def test_completions_send_the_rendered_prompt_greedily(server: FakeServer) -> None:
+    ask(backend(server), "Where?", " Answer:")
+    body = server.requests("/completions")[0].body
+    assert body["prompt"] == "Where? Answer:"
+    assert body["temperature"] == 0 and body["max_tokens"] == 8 and body["stop"] == ["\n"]
+
+
+def test_chat_prefill_where_the_server_continues_the_assistant_turn(server: FakeServer) -> None:
+    model = backend(server, "chat")
+    ask(model, "Where?", " Answer:")
+    body = server.requests("/chat/completions")[0].body
+    assert body["messages"] == [{"role": "user", "content": "Where?"},
+                                {"role": "assistant", "content": " Answer:"}]
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert model.describe()["answer_prefix"] == "continue_final_message"
+
+
+def test_chat_prefill_refused_appends_the_prefix_with_a_warning(server: FakeServer) -> None:
+    def answer(request: Seen) -> Reply:
+        if "continue_final_message" in request.body:
+            return Reply(422, {"detail": "Unexpected fields in the request"})
+        return chat("42")
+
+    server.answer = answer
+    model = backend(server, "chat")
+    with pytest.warns(PrefillWarning, match="appended to the user message"):
+        assert ask(model, "Where?", " Answer:") == "42"
+    ask(model, "Again?", " Answer:")
+    bodies = [seen.body for seen in server.requests("/chat/completions")]
+    assert len(bodies) == 3  # the refused try, its retry, then straight to the fallback
+    assert bodies[2]["messages"] == [{"role": "user", "content": "Again? Answer:"}]
+    assert model.describe()["answer_prefix"] == "appended to the user message"
+
+
+# -- rank ----------------------------------------------------------------------------------------
+
+OPTIONS = ("positive", "negative", "neutral")
+
+
+def rank(model: OpenAIBackend) -> Any:
+    return model.rank([RankRequest("Review: great film.", " Answer:", OPTIONS)])[0]
+
+
+def test_rank_reads_top_logprobs_when_offered(server: FakeServer) -> None:
+    server.answer = lambda request: completion(
+        " negative", {" negative": -0.2, " positive": -1.9, " the": -3.0, " neutral": -4.0})
+    model = backend(server)
+    ranking = rank(model)
+    assert ranking.method == topk_rank.LOGPROBS
+    assert ranking.logprobs == (-1.9, -0.2, -4.0) and OPTIONS[ranking.choice] == "negative"
+    assert ranking.top_in_options
+    assert server.requests("/completions")[0].body["logprobs"] == openai_api.TOP_K
+    rank(model)
+    assert server.requests("/completions")[1].body["max_tokens"] == 1
+
+
+def test_rank_bounds_options_outside_the_top_k(server: FakeServer) -> None:
+    server.answer = lambda request: completion(" the", {" the": -0.1, " positive": -2.0})
+    ranking = rank(backend(server))
+    assert ranking.method == topk_rank.BOUNDED
+    assert ranking.logprobs == (-2.0, -2.0, -2.0) and not ranking.top_in_options
+
+
+def test_rank_without_logprobs_falls_back_to_generate_match_loudly(server: FakeServer) -> None:
+    server.answer = lambda request: completion(" Neutral, I think")
+    model = backend(server)
+    with pytest.warns(RankFallbackWarning, match="generate-match"):
+        ranking = rank(model)
+    assert ranking.method == topk_rank.GENERATE_MATCH
+    assert OPTIONS[ranking.choice] == "neutral" and ranking.top_in_options
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once, not per request
+        assert OPTIONS[rank(model).choice] == "neutral"
+    second = server.requests("/completions")[1].body
+    assert "logprobs" not in second and second["max_tokens"] == openai_api.MATCH_TOKENS
+    assert "generate-match" in model.describe()["rank"]
+
+
+def test_rank_in_chat_mode_reads_chat_logprobs(server: FakeServer) -> None:
+    server.answer = lambda request: chat("positive", {"positive": -0.1, "negative": -2.3})
+    model = backend(server, "chat")
+    ranking = rank(model)
+    assert ranking.logprobs[:2] == (-0.1, -2.3) and ranking.method == topk_rank.BOUNDED
+    body = server.requests("/chat/completions")[0].body
+    assert body["logprobs"] is True and body["top_logprobs"] == openai_api.TOP_K
+
+
+def test_generate_match_prefers_the_longest_matching_option() -> None:
+    ranking = topk_rank.rank_by_match("Not sure", ("Not", "Not sure", "Yes"), 5)
+    assert ranking.choice == 1 and ranking.method == topk_rank.GENERATE_MATCH
+    assert not topk_rank.rank_by_match("maybe", ("yes", "no"), 5).top_in_options
+
+
+def test_top_k_pools_spellings_of_one_token() -> None:
+    top = {"yes": -1.0, " yes": -1.0, "no": -3.0}
+    ranking = topk_rank.rank_from_top(top, topk_rank.pooled_keys(top, [" yes", "no"]), 4)
+    assert ranking.logprobs[0] == pytest.approx(-1.0 + 0.6931, abs=1e-3)
+
+
+# -- loading, counting, fingerprints ---------------------------------------------------------
+
+def small_encoding() -> Any:
+    tiktoken = pytest.importorskip("tiktoken")
+    return tiktoken.Encoding(name="bytes_test", pat_str=r"\s?\S+|\s+",
+                             mergeable_ranks={bytes([i]): i for i in range(256)},
+                             special_tokens={})
+
+
+def test_tiktoken_counts_the_chat_format_overhead() -> None:
+    chat_text = TiktokenText(small_encoding(), chat=True)
+    plain = TiktokenText(small_encoding(), chat=False)
+    assert plain.renderer.count("abc") == 3
+    assert chat_text.renderer.count("abc") == 3 + openai_setup.CHAT_OVERHEAD
+    assert chat_text.renderer.chat_source(Prompt("abc")) == Prompt("abc")
+    assert chat_text.label == "tiktoken:bytes_test"
+
+
+def test_openai_models_count_with_tiktoken_and_say_so(server: FakeServer,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import tiktoken
+
+    monkeypatch.setattr(tiktoken, "encoding_for_model", lambda name: small_encoding())
+    model = openai_api.load_openai("gpt-4o-mini", LoadOptions(
+        serving=ServingOptions(base_url=server.url)))
+    facts = model.describe()
+    assert facts["tokenizer"] == "tiktoken:bytes_test" and facts["mode"] == "chat"
+    assert facts["window"] == "128000 (OpenAI model table)"
+
+
+def test_unknown_model_without_tokenizer_is_a_clear_error(server: FakeServer) -> None:
+    with pytest.raises(ValueError, match="--lceval-tokenizer"):
+        openai_api.load_openai("my-local-model", LoadOptions(
+            serving=ServingOptions(base_url=server.url)))
+
+
+def test_no_key_for_openai_itself_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        openai_api.load_openai("gpt-4o-mini", LoadOptions())
+
+
+def test_server_reported_window_wins(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tiktoken
+
+    monkeypatch.setattr(tiktoken, "encoding_for_model", lambda name: small_encoding())
+    server.answer = lambda request: Reply(body={"object": "list", "data": [
+        {"id": "gpt-4o-mini", "object": "model", "created": 0, "owned_by": "vllm",
+         "max_model_len": 32768}]})
+    model = openai_api.load_openai("gpt-4o-mini", LoadOptions(
+        serving=ServingOptions(base_url=server.url)))
+    assert model.context_window == 32768
+
+
+class OtherWords(WordText):
+    def identity(self) -> dict[str, Any]:
+        return {"words": "another vocabulary"}
+
+
+def test_fingerprint_changes_with_model_mode_and_tokenizer(server: FakeServer) -> None:
+    fingerprint = backend(server).fingerprint
+    assert backend(server, concurrency=9, timeout=5).fingerprint == fingerprint
+    assert backend(server, "chat").fingerprint != fingerprint
+    assert backend(server, name="other").fingerprint != fingerprint
+    assert backend(server, text=OtherWords()).fingerprint != fingerprint
+
+
+def test_urls_lose_their_credentials_in_reports() -> None:
+    assert redact_url("http://user:secret@host:8000/v1") == "http://***@host:8000/v1"
+    assert redact_url("http://host:8000/v1") == "http://host:8000/v1"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--lceval-base-url", "ftp://host/v1"], "bad value 'ftp://host/v1' for --lceval-base-url"),
+    (["--lceval-concurrency", "0"], "--lceval-concurrency (from --lceval-concurrency): must be"),
+    (["--lceval-timeout", "soon"], "--lceval-timeout"),
+    (["--lceval-retries", "-1"], "must be at least 0"),
+    (["--lceval-gpu-memory", "1.5"], "must lie in (0, 1]"),
+])
+def test_bad_serving_options_are_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                              expected: str) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in "\n".join(result.errlines)
+
+
+def test_header_names_the_endpoint_without_credentials(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest("--model", "openai:m", "--lceval-base-url",
+                                "http://user:pw@127.0.0.1:9/v1", "--lceval-concurrency", "6")
+    result.stdout.fnmatch_lines(["lceval: openai endpoint=http://***@127.0.0.1:9/v1 mode=auto "
+                                 "concurrency=6 *"])
+    assert "pw@" not in result.stdout.str()

