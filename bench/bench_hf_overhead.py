@@ -1,13 +1,13 @@
 """How much the hf backend adds on top of a bare ``model.generate`` (target: at most 5 %).
 
-Usage: ``python bench/bench_hf_overhead.py [--lengths 1024,4096] [--batch 8] [--new-tokens 32]``
+Usage: ``python bench/bench_hf_overhead.py [--lengths 1024,4096] [--batch 8] [--threads 1]``
 
 The speed line splits a run into prefill (the time of a one-token generation) and decoding.
 
 Both sides get the same left-padded token ids and the same greedy settings; the backend also
-tokenises, groups, decodes and cuts. Runs alternate (backend, raw, backend, raw...) so drift in
-machine load hits both alike. Each side reports the median wall time and the median CPU time of
-the process: on a shared machine the CPU time is the steadier basis for the ratio.
+tokenises, groups, decodes and cuts. Runs are interleaved, the side that goes first alternating,
+so drift in machine load hits both alike. Each side reports its median wall time and median
+process CPU time: on a machine whose cores are shared, CPU time is the steadier basis.
 """
 
 from __future__ import annotations
@@ -83,10 +83,13 @@ def bench_length(backend: HFBackend, tokens: int, batch: int, new_tokens: int,
     prompts = make_prompts(backend, tokens, batch)
     time_backend(backend, prompts[:1], 2)  # warm-up: first calls allocate and pick kernels
     ours, raw, produced = [], [], 0
-    for _ in range(repeats):
+    for repeat in range(repeats):
+        if repeat % 2:  # alternate which side goes first, so neither always runs warmer
+            raw.append(time_raw(backend, prompts, new_tokens))
         clock, produced = time_backend(backend, prompts, new_tokens)
         ours.append(clock)
-        raw.append(time_raw(backend, prompts, new_tokens))
+        if not repeat % 2:
+            raw.append(time_raw(backend, prompts, new_tokens))
     prompt_tokens = sum(backend.renderer.count(prompt) for prompt in prompts)
     for label, side in (("wall", "wall"), ("cpu ", "cpu")):
         ours_s = statistics.median(getattr(clock, side) for clock in ours)
@@ -105,8 +108,13 @@ def main() -> None:
     parser.add_argument("--lengths", default="1024", help="comma-separated prompt lengths")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (default: torch's choice); 1 gives steadier numbers "
+                             "on a machine whose cores other processes share")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     backend = load_preset(args.preset, LoadOptions())
     print(f"{args.preset} on {backend.device} ({torch.get_num_threads()} threads), "
           f"{args.new_tokens} new tokens, median of {args.repeats} interleaved runs")

@@ -14,7 +14,7 @@ import pytest
 from . import hookspecs
 from .data import DataSource
 from .evaluation import CellRun, Evaluator
-from .grid import Cell, length_marker
+from .grid import Cell
 from .models.base import Backend
 from .models.registry import (
     LoadOptions,

@@ -136,18 +136,21 @@ class Store:
 
     def compute_once(self, key: str, compute: Callable[[], T],
                      encode: Callable[[T], Any] = lambda v: v,
-                     decode: Callable[[Any], T] = lambda v: v) -> T:
+                     decode: Callable[[Any], T] = lambda v: v, timeout: float = -1) -> T:
         """The value under ``key``, computed by whichever process asks first.
 
         A per-key file lock serialises the computation across xdist workers; the operating
         system releases it if the holder dies, so a killed worker never blocks the others.
+        ``timeout`` >= 0 waits at most that long for another process's computation and then
+        raises ``filelock.Timeout``, so a caller can do other work first (-1 waits forever).
         """
         stored = self.get_shared(key)
         if stored is not None:
             return decode(stored)
         lock_dir = self.path.parent / "locks"
         lock_dir.mkdir(exist_ok=True)
-        with FileLock(str(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock"))):
+        with FileLock(str(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")),
+                      timeout=timeout):
             stored = self.get_shared(key)
             if stored is not None:
                 return decode(stored)

@@ -218,3 +218,27 @@ def test_fetch_option_downloads_into_the_cache_and_runs_on_it(suite: pytest.Pyte
     outcome.stdout.fnmatch_lines(["*haystack: 21 files downloaded, 0 already present*",
                                   "*haystack: cache:llicl (3 tasks from *cache/llicl)*"])
     outcome.assert_outcomes(passed=3)
+
+
+def test_shared_work_held_elsewhere_can_be_put_off(tmp_path: Path) -> None:
+    """compute_once(timeout=0) raises instead of waiting while another holder computes, which
+    lets a test work on other resamples first; once done, the value is returned at once."""
+    import filelock
+
+    store = Store(tmp_path / "store.sqlite")
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        started.set()
+        release.wait(10)
+        return 7
+
+    holder = threading.Thread(target=lambda: Store(tmp_path / "store.sqlite").compute_once(
+        "group", slow))
+    holder.start()
+    started.wait(10)
+    with pytest.raises(filelock.Timeout):
+        store.compute_once("group", lambda: 0, timeout=0)
+    release.set()
+    holder.join(10)
+    assert store.compute_once("group", lambda: 0, timeout=0) == 7

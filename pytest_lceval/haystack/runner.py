@@ -16,9 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+import filelock
 import pytest
 
 from ..evaluation import CellRun
+from ..evaluation import _clip as clip
 from ..grid import Cell, case_seed
 from ..models.stored import StoredModel
 from ..progress import CellProgress
@@ -43,7 +45,6 @@ from .ranking import OptionCollisionError, Scored, check_options, score
 from .verdict import Verdict, paired_verdict
 
 SAMPLES_KEPT = 2
-SAMPLE_CHARS = 400
 
 
 class DoesNotFit(Exception):
@@ -54,8 +55,8 @@ class DoesNotFit(Exception):
 class _Conditions:
     single: dict[int, Scored]
     lifelong: dict[int, Scored]
-    requests: list[RankRequest]
-    """The Lifelong requests, resample by resample (for case keys and samples)."""
+    requests: dict[int, list[RankRequest]]
+    """The test task's Lifelong requests per resample (for case keys and samples)."""
 
 
 class HaystackRun:
@@ -153,24 +154,38 @@ class HaystackRun:
 
     def _measure(self, plan: CellPlan, contexts: dict[int, tuple[Context, Context]]
                  ) -> _Conditions:
-        measured = _Conditions({}, {}, [])
+        """Both conditions on every resample. A resample whose shared work another worker is
+        computing right now is put off until the others are done, then waited for."""
+        measured = _Conditions({}, {}, {})
         progress = CellProgress(f"[{os.environ.get('PYTEST_XDIST_WORKER', 'main')}] "
                                 f"{self.cell_run.nodeid}")
         try:
-            for resample in plan.resamples:
-                single, life = contexts[resample]
-                baseline = single.requests(plan.task, plan.rows)
-                measured.single[resample] = score(plan.task, plan.rows,
-                                                  self._rank_once(baseline, progress))
-                own = life.requests(plan.task, plan.rows)
-                group = self._stream_group(plan, resample, life) or own
-                answers = dict(zip(group, self._rank_once(group, progress), strict=True))
-                measured.lifelong[resample] = score(plan.task, plan.rows,
-                                                    [answers[r] for r in own])
-                measured.requests.extend(own)
+            busy = [r for r in plan.resamples
+                    if not self._measure_resample(plan, r, contexts[r], measured, progress,
+                                                  wait=False)]
+            for resample in busy:
+                self._measure_resample(plan, resample, contexts[resample], measured, progress,
+                                       wait=True)
         finally:
             progress.close()
         return measured
+
+    def _measure_resample(self, plan: CellPlan, resample: int, pair: tuple[Context, Context],
+                          measured: _Conditions, progress: CellProgress, wait: bool) -> bool:
+        """Fill ``measured`` for one resample; False (nothing done) when ``wait`` is False and
+        another process holds the work."""
+        single, life = pair
+        baseline = self._rank_once(single.requests(plan.task, plan.rows), progress, wait)
+        own = life.requests(plan.task, plan.rows)
+        group = self._stream_group(plan, resample, life) or own
+        rankings = self._rank_once(group, progress, wait) if baseline is not None else None
+        if baseline is None or rankings is None:
+            return False
+        answers = dict(zip(group, rankings, strict=True))
+        measured.single[resample] = score(plan.task, plan.rows, baseline)
+        measured.lifelong[resample] = score(plan.task, plan.rows, [answers[r] for r in own])
+        measured.requests[resample] = own
+        return True
 
     def _stream_group(self, plan: CellPlan, resample: int,
                       life: Context) -> list[RankRequest] | None:
@@ -186,13 +201,18 @@ class HaystackRun:
                 group.extend(shared.requests(task, rows))
         return group
 
-    def _rank_once(self, requests: Sequence[RankRequest],
-                   progress: CellProgress) -> list[Ranking]:
+    def _rank_once(self, requests: Sequence[RankRequest], progress: CellProgress,
+                   wait: bool = True) -> list[Ranking] | None:
         """Rank ``requests`` once across every process: under a store lock the first process
-        computes and stores the answers; the others then read them from the store."""
+        computes and stores the answers; the others then read them from the store. None when
+        ``wait`` is False and another process is computing them."""
         key = "haystack-rank:" + stable_hash(
             {"model": self.model.fingerprint, "requests": [r.key() for r in requests]})
-        self.store.compute_once(key, lambda: len(self.model.rank(requests, progress)))
+        try:
+            self.store.compute_once(key, lambda: len(self.model.rank(requests, progress)),
+                                    timeout=-1 if wait else 0)
+        except filelock.Timeout:
+            return None
         return self.model.rank(requests)
 
     # -- recording --------------------------------------------------------------------------
@@ -210,15 +230,17 @@ class HaystackRun:
         result.length = max(tokens)
         result.input_tokens_mean = sum(tokens) / len(tokens)
         result.input_tokens_max = max(tokens)
-        result.case_keys = [request.key() for request in measured.requests]
+        result.case_keys = [request.key() for r in sorted(measured.requests)
+                            for request in measured.requests[r]]
         result.metrics.update(_metrics(plan, measured, verdict, self.settings))
         result.metrics["single_tokens_mean"] = round(sum(single_tokens) / len(single_tokens), 1)
-        first = measured.lifelong[plan.resamples[0]]
+        first = plan.resamples[0]
+        scored = measured.lifelong[first]
         result.samples = [
-            {"prompt": _clip(request.prefix + request.suffix), "gold": [row["label"]],
+            {"prompt": clip(request.prefix + request.suffix), "gold": [row["label"]],
              "output": plan.task.options[choice], "score": float(correct)}
             for request, row, choice, correct in list(zip(
-                measured.requests[:len(plan.rows)], plan.rows, first.choices, first.correct,
+                measured.requests[first], plan.rows, scored.choices, scored.correct,
                 strict=True))[:SAMPLES_KEPT]
         ]
 
@@ -254,9 +276,3 @@ def _metrics(plan: CellPlan, measured: _Conditions, verdict: Verdict,
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
-
-def _clip(text: str) -> str:
-    if len(text) <= 2 * SAMPLE_CHARS:
-        return text
-    return f"{text[:SAMPLE_CHARS]}\n[... {len(text) - 2 * SAMPLE_CHARS} characters ...]\n" \
-           f"{text[-SAMPLE_CHARS:]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def draw_heatmap(results: list[CellResult], title: str, path: Path) -> Path:
     axes.set_yticks(range(len(depths)), [format_depth(d) + "%" for d in depths])
     axes.set_xlabel("context length (tokens)")
     axes.set_ylabel("depth of key information")
-    axes.set_title(title, fontsize=10)
+    axes.set_title(textwrap.fill(title, width=28 + 9 * len(lengths)), fontsize=9)
     figure.colorbar(image, ax=axes, label="score")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

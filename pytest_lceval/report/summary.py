@@ -228,13 +228,13 @@ def to_markdown(summary: RunSummary) -> str:
         counts = ", ".join(f"{summary.delta_counts[s]} {s}" for s in COMPARISON_STATUSES
                            if summary.delta_counts.get(s))
         lines += ["", f"**Against baseline `{summary.baseline}`:** {counts}", "",
-                  "| cell | baseline | now | Δ (95% CI) | p | status |",
-                  "|---|--:|--:|--:|--:|---|"]
+                  "| cell | baseline | now | Δ (95% CI) | p | detectable drop | status |",
+                  "|---|--:|--:|--:|--:|--:|---|"]
         for d in summary.deltas[:DELTAS_SHOWN]:
             lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {number(d.baseline)} | "
                          f"{number(d.current)} | {number(d.difference, True)} "
                          f"({number(d.ci_low, True)} to {number(d.ci_high, True)}) | "
-                         f"{pvalue(d.p_value)} | {d.status} |")
+                         f"{pvalue(d.p_value)} | {number(d.mde)} | {d.status} |")
         if len(summary.deltas) > DELTAS_SHOWN:
             lines.append(f"\n{len(summary.deltas) - DELTAS_SHOWN} more compared cells in "
                          f"{SUMMARY_JSON} and the HTML report.")
