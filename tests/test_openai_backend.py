@@ -64,7 +64,8 @@ class Served:
     def start(self) -> None:
         self.log = self.folder / f"serve-{len(list(self.folder.glob('serve-*.log')))}.log"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "HF_HUB_CACHE": str(self.folder / "hub")}
+               "HF_HUB_CACHE": str(self.folder / "hub"),
+               "OMP_WAIT_POLICY": "PASSIVE"}  # idle threads sleep: 10x faster on a busy CPU
         (self.folder / "hub").mkdir(exist_ok=True)
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
