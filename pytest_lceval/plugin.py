@@ -159,6 +159,9 @@ def _load(settings: Settings, serving: ServingOptions | None = None) -> Backend:
         return load_backend(settings.model, options)
     except MissingDependencyError as exc:
         raise pytest.UsageError(f"pytest-lceval: --model={settings.model}: {exc}") from None
+    except (ValueError, OSError) as exc:
+        # Cached by pytest for the session: every cell reports this one line, no reload.
+        pytest.fail(f"pytest-lceval: cannot load --model={settings.model}: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
