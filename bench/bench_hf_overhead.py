@@ -2,7 +2,7 @@
 
 Usage: ``python bench/bench_hf_overhead.py [--lengths 1024,4096] [--batch 8] [--threads 1]``
 
-The speed line splits a run into prefill (the time of a one-token generation) and decoding.
+The speed lines split a run into prefill (the time of a one-token generation) and decoding.
 
 Both sides get the same left-padded token ids and the same greedy settings; the backend also
 tokenises, groups, decodes and cuts. Runs are interleaved, the side that goes first alternating,
@@ -96,10 +96,13 @@ def bench_length(backend: HFBackend, tokens: int, batch: int, new_tokens: int,
         raw_s = statistics.median(getattr(clock, side) for clock in raw)
         print(f"{tokens:>6} tokens x {batch} {label}: backend {ours_s:7.2f} s   raw generate "
               f"{raw_s:7.2f} s   overhead {100 * (ours_s / raw_s - 1):+5.1f} %")
-    prefill = time_backend(backend, prompts, 1)[0].wall
-    decode = statistics.median(clock.wall for clock in ours) - prefill
-    print(f"{'':>6} speed: prefill {prompt_tokens / prefill:6.0f} tok/s ({prefill:.2f} s), "
-          f"then {produced - batch} more tokens at {(produced - batch) / decode:5.1f} tok/s")
+    prefill = time_backend(backend, prompts, 1)[0]
+    for label, side in (("wall", "wall"), ("cpu ", "cpu")):
+        start = getattr(prefill, side)
+        decode = statistics.median(getattr(clock, side) for clock in ours) - start
+        print(f"{'':>6} speed by {label}: prefill {prompt_tokens / start:6.0f} tok/s "
+              f"({start:.2f} s), then {produced - batch} more tokens at "
+              f"{(produced - batch) / decode:5.1f} tok/s")
 
 
 def main() -> None:

@@ -54,7 +54,8 @@ def _tiny_gemma(vocab: int) -> Any:
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread() -> Iterator[None]:
     """Tiny matmuls gain nothing from threads, and when cores are shared (xdist, a busy CI
-    machine) every thread barrier can cost milliseconds: one thread runs these tests ~10x faster."""
+    machine) every thread barrier can cost milliseconds: one thread ran this file 3x faster on a
+    busy 2-core machine."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -8,14 +8,13 @@ context (the JSON object with ``json.loads``).
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED_DATA
 
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
@@ -31,7 +30,6 @@ from pytest_lceval.tasks.recall_json import INSTRUCTION, JsonKvTask
 from pytest_lceval.tasks.recall_niah import NiahTask
 
 RECALL = sorted(task.name for task in tasks_of_suite("recall"))
-SHARED_DATA = Path(os.environ.get("LCEVAL_DATA", "/work/shared/data"))
 HAS_DATA = (SHARED_DATA / "pg_essays").is_dir()
 PROPERTIES = settings(max_examples=25, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow])

@@ -68,6 +68,8 @@ class HaystackRun:
         self.settings = settings
         self.model = model
         """The session model, with a batch size suited to long runs of shared-prefix queries."""
+        self._prefix_tokens: dict[str, int] = {}
+        """Token counts of the prefixes seen by this test (a stream is counted once)."""
 
     @property
     def store(self) -> Store:
@@ -126,7 +128,9 @@ class HaystackRun:
         """Tokens of the longest prompt: the prefix as the backend reads it (special tokens
         included) plus the longest suffix (backends tokenize the two apart)."""
         suffixes = (context.head + query(task, row) for row in rows)
-        return (self.model.renderer.count(context.prefix)
+        if context.prefix not in self._prefix_tokens:
+            self._prefix_tokens[context.prefix] = self.model.renderer.count(context.prefix)
+        return (self._prefix_tokens[context.prefix]
                 + max(len(self.model.tokenizer.encode(suffix)) for suffix in suffixes))
 
     def _seam_exact(self, context: Context, task: LliclTask, row: Mapping[str, str]) -> bool:
