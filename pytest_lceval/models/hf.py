@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -325,6 +326,13 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def cpu_threads_per_worker() -> int:
+    """The cores divided among xdist workers: torch's default (all cores in every worker)
+    oversubscribes the CPU, and contended threads make small matrix products many times slower."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
 def load_hf(rest: str, options: LoadOptions, spec: str | None = None) -> HFBackend:
     """Load ``rest`` (folder, hub id or .gguf file); ``spec`` overrides the name in reports."""
     source, gguf_file = rest, None
@@ -332,6 +340,8 @@ def load_hf(rest: str, options: LoadOptions, spec: str | None = None) -> HFBacke
         source, gguf_file = str(Path(rest).parent), Path(rest).name
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
+    if device.type == "cpu":
+        torch.set_num_threads(cpu_threads_per_worker())
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
     # device_map streams weights straight to a GPU; on the CPU it only adds a second of overhead
     device_map = device if device.type != "cpu" else None
