@@ -13,6 +13,7 @@ import pytest
 
 from pytest_lceval.longscore.config import LongScoreSettings
 from pytest_lceval.longscore.criterion import UNDEFINED
+from pytest_lceval.longscore.summary import overall, task_rows
 from pytest_lceval.results import CellResult
 from pytest_lceval.settings import Settings
 from pytest_lceval.stats import longscore, longscore_ci, stratified_mean
@@ -79,6 +80,31 @@ def test_bootstrap_never_divides_by_a_zero_base() -> None:
 
 
 # -- roles and the threshold hand-over -------------------------------------------------------
+
+def _long_cell(task: str, length: int, score: float, base: float) -> CellResult:
+    return CellResult(f"t[{task}-{length}]", "toy", task, length, 50.0, {}, "m", "f", 0, "x",
+                      score=score, metrics={"longscore_role": "long", "longscore_base": base,
+                                            "longscore_window": 8192, "longscore_floor": 0.05,
+                                            "longscore": longscore(score, base, 0.05)})
+
+
+def test_model_row_is_longscore_of_the_task_averages() -> None:
+    """Table 7's Avg LC is (Avg score - Base) / Base of the task-averaged columns, not the mean
+    of per-task LCs (those differ: -50 % and +100 % average to +25 %, the model row is -12.5 %)."""
+    cells = [_long_cell("a", 4096, 0.4, 0.8), _long_cell("a", 8192, 0.4, 0.8),
+             _long_cell("b", 4096, 0.2, 0.1), _long_cell("b", 8192, 0.2, 0.1)]
+    rows = task_rows(cells)["toy"]
+    assert [r.avg_lc for r in rows] == [pytest.approx(-50.0), pytest.approx(100.0)]
+    base, score, lc = overall(rows)
+    assert (base, score) == (pytest.approx(0.45), pytest.approx(0.3))
+    assert lc == pytest.approx(100 * (0.3 - 0.45) / 0.45)
+
+
+def test_a_task_below_the_floor_has_no_lc_but_counts_in_the_model_row() -> None:
+    rows = task_rows([_long_cell("a", 4096, 0.4, 0.8), _long_cell("b", 4096, 0.0, 0.01)])["toy"]
+    assert rows[1].avg_lc is None
+    assert overall(rows)[2] == pytest.approx(100 * (0.2 - 0.405) / 0.405)
+
 
 def test_roles_of_lengths() -> None:
     settings = LongScoreSettings((2048, 4096, 6144), -20.0, 0.05)

@@ -100,7 +100,7 @@ def _base_metrics(role: str, base: BaseAbility, requests: int, settings: LongSco
                   window: int) -> dict[str, Any]:
     return {
         "longscore_role": role,
-        "longscore_base": _round(base.value),
+        "longscore_base": None if math.isnan(base.value) else base.value,
         "longscore_base_n": base.n,
         "longscore_base_strata": ",".join(base.strata),
         "longscore_base_requests": requests,

@@ -4,8 +4,10 @@ against length per task.
 
 Everything is read back from the cells' recorded metrics, so the controller needs no model and
 the summary of a run can be redrawn from its results.jsonl alone. Scores and LC are percentages,
-as in the paper. A task's Avg LC is the mean over long lengths of LC_l, where LC_l averages that
-length's depth cells; the overall row averages the tasks, as the paper averages its tasks.
+as in the paper. Avg LC is LongScore of the averages, (Avg score - Base) / Base: per task that
+equals the mean of LC_l over the long lengths, and for the model row it is how the paper's
+Table 7 is computed (its Avg LC column is exactly (Avg score - Base Ability) / Base Ability of the
+task-averaged columns), so a task whose own LC is undefined still counts in the model's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from ..grid import format_length
 from ..results import CellResult
+from ..stats import longscore
 
 PREFIX = "longscore"
 
@@ -32,6 +35,7 @@ class TaskRow:
     base: float | None
     """Base ability 0..1 (None when undefined)."""
     window: int
+    floor: float
     long_cells: dict[int, list[CellResult]] = field(default_factory=dict)
 
     def score_at(self, length: int) -> float:
@@ -49,9 +53,9 @@ class TaskRow:
 
     @property
     def avg_lc(self) -> float | None:
-        values = [self.lc_at(n) for n in self.long_cells]
-        defined = [v for v in values if v is not None]
-        return _mean(defined) if len(defined) == len(values) else None
+        score = self.avg_score
+        return None if score is None or self.base is None else \
+            longscore(score, self.base, self.floor)
 
 
 def task_rows(results: list[CellResult]) -> dict[str, list[TaskRow]]:
@@ -64,7 +68,8 @@ def task_rows(results: list[CellResult]) -> dict[str, list[TaskRow]]:
         key = (result.suite, result.task)
         if key not in rows:
             rows[key] = TaskRow(result.task, result.metrics.get("longscore_base"),
-                                int(result.metrics.get("longscore_window", 0)))
+                                int(result.metrics.get("longscore_window", 0)),
+                                float(result.metrics.get("longscore_floor", 0.0)))
         if role == "long" and not math.isnan(result.score):
             rows[key].long_cells.setdefault(result.length, []).append(result)
     by_suite: dict[str, list[TaskRow]] = defaultdict(list)
@@ -78,10 +83,14 @@ def long_lengths(rows: list[TaskRow]) -> list[int]:
 
 
 def overall(rows: list[TaskRow]) -> tuple[float | None, float | None, float | None]:
-    """(Base, Avg score, Avg LC) averaged over the tasks that have them."""
-    return (_mean([r.base for r in rows if r.base is not None]),
-            _mean([s for r in rows if (s := r.avg_score) is not None]),
-            _mean([v for r in rows if (v := r.avg_lc) is not None]))
+    """The model's (Base, Avg score, Avg LC): means over the tasks measured at long lengths
+    with a base, and LongScore of those means (see the module docstring)."""
+    measured = [r for r in rows if r.base is not None and r.avg_score is not None]
+    if not measured:
+        return _mean([r.base for r in rows if r.base is not None]), None, None
+    base = float(np.mean([r.base for r in measured]))
+    score = float(np.mean([r.avg_score for r in measured]))
+    return base, score, longscore(score, base, max(r.floor for r in measured))
 
 
 def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> str:
@@ -90,9 +99,12 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> 
     window = max((r.window for r in rows), default=0)
     lines = [
         f"# LongScore: {suite}, {model}", "",
-        f"Base Ability: mean score at {base_lengths} (N/3 cases per length). Avg score and Avg LC:"
-        f" mean over the long lengths {', '.join(format_length(n) for n in lengths) or '(none)'}."
-        " Scores and LC (LongScore x 100) in percent; layout of 100-LongBench Table 7.", "",
+        f"Base Ability: mean score at {base_lengths} (N/3 cases per length). Avg score: mean over "
+        f"the long lengths {', '.join(format_length(n) for n in lengths) or '(none)'}. Avg LC: "
+        "(Avg score - Base) / Base. The model row averages the "
+        f"{sum(r.base is not None and r.avg_score is not None for r in rows)} tasks measured at "
+        "long lengths, as the paper's Table 7 does. Scores and LC (LongScore x 100) in percent.",
+        "",
         "| Model | Claimed Length | Base Ability | Avg score | Avg LC |",
         "| --- | --- | --- | --- | --- |",
         f"| {model} | {format_length(window) if window else '?'} | {_pct(base)} | {_pct(score)} "
@@ -157,6 +169,10 @@ def plot(path: Path, suite: str, model: str, rows: list[TaskRow], minimum: float
             else:
                 axes.scatter([n] * len(cells), [c.metrics["longscore"] for c in cells],
                              color=line.get_color(), alpha=0.3, s=12)
+    undefined = [row.task for row in rows if row.long_cells and row.avg_lc is None]
+    if undefined:
+        axes.text(0.01, 0.01, "LC undefined (base below the floor): " + ", ".join(undefined),
+                  transform=axes.transAxes, fontsize=7, color="grey")
     axes.axhline(0.0, color="grey", linewidth=0.8)
     if minimum is not None:
         axes.axhline(minimum, color="red", linestyle="--", linewidth=0.8,
@@ -197,8 +213,8 @@ def _lc_cell(row: TaskRow, length: int) -> str:
         return "undefined"
     low, high = cells[0].metrics.get("longscore_ci_low"), cells[0].metrics.get("longscore_ci_high")
     if len(cells) == 1 and low is not None and high is not None:
-        return f"{lc:+.1f} [{low:+.1f}, {high:+.1f}]"
-    return f"{lc:+.1f}"
+        return f"{_num(lc)} [{_num(low)}, {_num(high)}]"
+    return _num(lc)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -210,7 +226,7 @@ def _pct(value: float | None) -> str:
 
 
 def _num(value: float | None) -> str:
-    return "undefined" if value is None else f"{value:+.1f}"
+    return "undefined" if value is None else f"{round(value, 1) + 0.0:+.1f}"  # no "-0.0"
 
 
 def _csv(value: float | None, scale: float = 100.0) -> str:
