@@ -169,17 +169,21 @@ def test_prompt_longer_than_the_window_is_refused(load: Callable[..., HFBackend]
 # -- rank --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["llama", "gemma"])
-@pytest.mark.parametrize(("batch_tokens", "rank_rows"),
-                         [(hf.BATCH_TOKENS, hf.RANK_ROWS), (1, hf.RANK_ROWS), (hf.BATCH_TOKENS, 2)],
+@pytest.mark.parametrize(("batch_tokens", "pack_tokens", "rank_rows"),
+                         [(hf.BATCH_TOKENS, hf.PACK_TOKENS, hf.RANK_ROWS),
+                          (1, 1, hf.RANK_ROWS), (hf.BATCH_TOKENS, hf.PACK_TOKENS, 2)],
                          ids=["one-batch", "one-by-one", "two-rows"])
 def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
         load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch,
-        name: str, batch_tokens: int, rank_rows: int) -> None:
-    """Shared prefix, suffixes of different lengths (batched with padding, or one by one), an
-    empty suffix, a second prefix and an empty prefix: all equal the uncached computation."""
+        name: str, batch_tokens: int, pack_tokens: int, rank_rows: int) -> None:
+    """Shared prefix, suffixes of different lengths (packed in one row on Llama, batched with
+    padding on Gemma's sliding layers, or one by one), an empty suffix, a second prefix and an
+    empty prefix: all equal the uncached computation."""
     monkeypatch.setattr(hf, "BATCH_TOKENS", batch_tokens)
+    monkeypatch.setattr(hf, "PACK_TOKENS", pack_tokens)
     monkeypatch.setattr(hf, "RANK_ROWS", rank_rows)
     backend = load(name, chat_template="off")
+    assert backend._packable == (name == "llama")
     requests = [RankRequest(PREFIX, suffix, OPTIONS) for suffix in
                 ("", " Really?\nAnswer:", " It rained on the fields for weeks.\nAnswer:")]
     requests += [RankRequest("Is the sky green?\nAnswer:", "", ("yes", "no")),
