@@ -12,9 +12,9 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from run_outputs import read_results
 
 from pytest_lceval.haystack.config import OFFLINE_PACK
 from pytest_lceval.haystack.verdict import paired_verdict
@@ -32,11 +32,6 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def run_dir(pytester: pytest.Pytester, run: str) -> Path:
     return pytester.path / "reports" / run
-
-
-def results(pytester: pytest.Pytester, run: str) -> list[dict[str, Any]]:
-    path = run_dir(pytester, run) / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize(
@@ -75,7 +70,7 @@ def test_offline_run_records_verdicts_and_writes_reports(suite: pytest.Pytester)
                                   "*self-made offline pack with reduced defaults*",
                                   "*haystack recall 4t1s: pass rate*S-acc*L-acc*"])
     outcome.assert_outcomes(passed=8)
-    rows = results(suite, "r1")
+    rows = read_results(suite, "r1")
     first = rows[0]["metrics"]
     assert set(first["l_acc_by_resample"]) == {"0", "1", "2"} and first["test_size"] == 4
     assert first["offline_pack"] is True and "test_size=4" in first["reduced_defaults"]
@@ -141,7 +136,7 @@ def test_colliding_first_tokens_are_refused_naming_options_and_tokens(
     outcome.stdout.fnmatch_lines([
         "*task clash is refused: options share a first token*'very good' -> ' very', "
         "'very bad' -> ' very'*"])
-    refused = [r for r in results(suite, "r1") if r["task"] == "clash"]
+    refused = [r for r in read_results(suite, "r1") if r["task"] == "clash"]
     assert refused and all(r["outcome"] == "failed" and "very" in r["reason"] for r in refused)
 
 
@@ -162,7 +157,7 @@ def test_two_workers_compute_each_shared_prefix_once(suite: pytest.Pytester) -> 
     parallel = suite.runpytest(*args, "-n", "2", "--lceval-run", "xdist",
                                "--lceval-store", str(suite.path / "xdist.sqlite"))
     parallel.assert_outcomes(passed=8)
-    one, two = results(suite, "serial"), results(suite, "xdist")
+    one, two = read_results(suite, "serial"), read_results(suite, "xdist")
     assert [(r["nodeid"], r["metrics"]["l_acc_by_resample"], r["metrics"]["verdict"])
             for r in one] == [(r["nodeid"], r["metrics"]["l_acc_by_resample"],
                                r["metrics"]["verdict"]) for r in two]
@@ -172,7 +167,7 @@ def test_two_workers_compute_each_shared_prefix_once(suite: pytest.Pytester) -> 
     rerun = suite.runpytest(*args, "--lceval-run", "again",
                             "--lceval-store", str(suite.path / "xdist.sqlite"))
     rerun.assert_outcomes(passed=8)
-    assert sum(r["model_requests"] for r in results(suite, "again")) == 0
+    assert sum(r["model_requests"] for r in read_results(suite, "again")) == 0
 
 
 def test_every_controlled_setting_runs(suite: pytest.Pytester) -> None:
@@ -180,7 +175,7 @@ def test_every_controlled_setting_runs(suite: pytest.Pytester) -> None:
     outcome = suite.runpytest("--model", "mock:icl", "--haystack-setting", settings,
                               "--haystack-test-size", "2", "--haystack-ntasks", "3",
                               "--lceval-run", "r1", *FAST)
-    rows = results(suite, "r1")
+    rows = read_results(suite, "r1")
     assert len(rows) == 21 and outcome.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     by_setting = {r["metrics"]["setting"]: r for r in rows}
     assert set(by_setting) == set(settings.split(","))

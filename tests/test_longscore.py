@@ -4,12 +4,12 @@ default threshold, and (through pytester) base ability computed once, verdicts a
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from run_outputs import read_results
 
 from pytest_lceval.longscore.config import LongScoreSettings
 from pytest_lceval.longscore.criterion import UNDEFINED
@@ -152,18 +152,13 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def _results(pytester: pytest.Pytester, run: str) -> list[dict]:
-    path = pytester.path / "reports" / run / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def test_base_is_computed_once_across_two_workers(suite: pytest.Pytester) -> None:
     """12 cells on two workers; the base (2 lengths x 3 depths x 1 case) reaches the model
     once in all, and no request of the run reaches it twice."""
     outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lengths", "3k,4k",
                               "--lceval-run", "x", "-n", "2")
     outcome.assert_outcomes(passed=6)
-    rows = _results(suite, "x")
+    rows = read_results(suite, "x")
     assert {row["metrics"]["longscore_role"] for row in rows} == {"long"}
     base_requests = sum(row["metrics"]["longscore_base_requests"] for row in rows)
     assert base_requests == 2 * 3 * 1
@@ -177,7 +172,7 @@ def test_base_is_computed_once_across_two_workers(suite: pytest.Pytester) -> Non
 def test_base_cells_of_the_run_are_reused(suite: pytest.Pytester) -> None:
     outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lceval-run", "r")
     outcome.assert_outcomes(passed=12)
-    rows = _results(suite, "r")
+    rows = read_results(suite, "r")
     base_rows = [r for r in rows if r["metrics"]["longscore_role"] == "base"]
     assert len(base_rows) == 6 and all(r["metrics"]["longscore_base"] == 1.0 for r in base_rows)
     # The base is computed when the first cell (1k, depth 0) is judged: its case is in the
@@ -202,7 +197,7 @@ def test_long_cells_fail_on_longscore_not_on_the_default_threshold(
         "*toy at 1k: score 0.000*< threshold 0.500*",
         "*toy at 3k: LongScore -100.0% (95% CI *) < minimum -20%: score 0.000 (N=3) at 3k "
         "against base ability 0.667 (N=6 over 1k@0,1k@25,1k@50,2k@0,2k@25,2k@50)*"])
-    rows = {(r["length"], r["depth"]): r for r in _results(suite, "m")}
+    rows = {(r["length"], r["depth"]): r for r in read_results(suite, "m")}
     assert [j["criterion"] for j in rows[(3072, 50.0)]["judgements"]] == ["longscore"]
     assert rows[(3072, 0.0)]["metrics"]["longscore"] == pytest.approx(50.0)
     summary = suite.path / "reports" / "m" / "longscore-toy.md"
@@ -217,7 +212,7 @@ def test_an_explicit_threshold_still_judges_long_cells(suite: pytest.Pytester) -
     outcome = suite.runpytest("--model", "mock:grep?miss=40-60", *GRID, "--longscore-min",
                               "-20", "--lceval-threshold", "toy=0.5", "--lceval-run", "t")
     outcome.assert_outcomes(passed=8, failed=4)
-    rows = {(r["length"], r["depth"]): r for r in _results(suite, "t")}
+    rows = {(r["length"], r["depth"]): r for r in read_results(suite, "t")}
     assert [j["criterion"] for j in rows[(4096, 50.0)]["judgements"]] == \
         ["longscore", "threshold"]
 
@@ -228,7 +223,7 @@ def test_a_zero_base_skips_long_cells_with_the_reason(suite: pytest.Pytester) ->
     outcome.assert_outcomes(failed=6, skipped=6)
     outcome.stdout.fnmatch_lines([f"SKIPPED*{UNDEFINED} at 3k: base ability 0.000*below the "
                                   f"floor 0.05*"])
-    rows = _results(suite, "z")
+    rows = read_results(suite, "z")
     skipped = [r for r in rows if r["outcome"] == "skipped"]
     assert all(r["metrics"]["longscore"] is None and r["score"] == 0.0 for r in skipped)
     assert "| toy | 0.0 | 0.0 | undefined | undefined | undefined |" in \
@@ -240,14 +235,14 @@ def test_without_a_bound_longscore_is_recorded_not_asserted(suite: pytest.Pytest
                               "--lceval-threshold", "0")
     outcome.assert_outcomes(passed=12)
     assert all(r["metrics"].get("longscore_undefined", "").startswith(UNDEFINED)
-               for r in _results(suite, "c") if r["length"] > 2048)
+               for r in read_results(suite, "c") if r["length"] > 2048)
 
 
 def test_runs_without_long_lengths_ask_nothing_extra(suite: pytest.Pytester) -> None:
     outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lengths", "1k,2k",
                               "--longscore-base-lengths", "2k,3k", "--lceval-run", "s")
     outcome.assert_outcomes(passed=6)
-    assert all("longscore_role" not in r["metrics"] for r in _results(suite, "s"))
+    assert all("longscore_role" not in r["metrics"] for r in read_results(suite, "s"))
 
 
 @pytest.mark.parametrize(("args", "expected"), [

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from run_outputs import read_results
 
 TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
 SUITE = """
@@ -26,11 +26,6 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(TOY_TASK)
     pytester.makepyfile(test_suite=SUITE)
     return pytester
-
-
-def results(pytester: pytest.Pytester, run: str) -> list[dict]:
-    path = pytester.path / "reports" / run / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize(
@@ -74,7 +69,7 @@ def test_header_shows_seed_and_cells_pass_with_a_perfect_model(suite: pytest.Pyt
                               "--lceval-run", "r1")
     outcome.stdout.fnmatch_lines(["*lceval: model=mock:grep seed=7*"])
     outcome.assert_outcomes(passed=6)
-    rows = results(suite, "r1")
+    rows = read_results(suite, "r1")
     assert [row["score"] for row in rows] == [1.0] * 6
     assert all(row["input_tokens_max"] <= row["length"] for row in rows)
     assert (suite.path / "reports" / "r1" / "heatmap-toy-toy.png").stat().st_size > 1000
@@ -100,7 +95,7 @@ def test_rerun_reuses_every_stored_answer(suite: pytest.Pytester) -> None:
         passed=6)
     suite.runpytest("--model", "mock:grep", *SMALL, "--lceval-run", "warm").assert_outcomes(
         passed=6)
-    cold, warm = results(suite, "cold"), results(suite, "warm")
+    cold, warm = read_results(suite, "cold"), read_results(suite, "warm")
     assert sum(row["model_requests"] for row in cold) == 18
     assert sum(row["model_requests"] for row in warm) == 0
     assert [row["scores"] for row in warm] == [row["scores"] for row in cold]
@@ -109,7 +104,7 @@ def test_rerun_reuses_every_stored_answer(suite: pytest.Pytester) -> None:
 def test_a_changed_seed_gives_new_cases(suite: pytest.Pytester) -> None:
     suite.runpytest("--model", "mock:grep", *SMALL, "--lceval-run", "a")
     suite.runpytest("--model", "mock:grep", *SMALL, "--lceval-run", "b", "--lceval-seed", "9")
-    assert sum(row["model_requests"] for row in results(suite, "b")) == 18
+    assert sum(row["model_requests"] for row in read_results(suite, "b")) == 18
 
 
 def _comparable(rows: list[dict]) -> list[dict]:
@@ -125,7 +120,7 @@ def test_xdist_results_equal_a_single_process_run(suite: pytest.Pytester) -> Non
     parallel = suite.runpytest("--model", "mock:grep", *SMALL, "--lceval-run", "n2",
                                "--lceval-store", "s2.sqlite", "-n", "2", f"--junitxml={xml}")
     parallel.assert_outcomes(passed=6)
-    assert _comparable(results(suite, "n2")) == _comparable(results(suite, "n0"))
+    assert _comparable(read_results(suite, "n2")) == _comparable(read_results(suite, "n0"))
     assert (suite.path / "reports" / "n2" / "heatmap-toy-toy.png").exists()
     cases = ET.parse(xml).getroot().iter("testcase")
     properties = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]

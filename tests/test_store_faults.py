@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_outputs import read_results
 
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.registry import LoadOptions
@@ -70,8 +71,7 @@ def slow_suite(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def results(pytester: pytest.Pytester, run: str) -> dict[str, dict]:
-    path = pytester.path / "reports" / run / "results.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = read_results(pytester, run)
     keep = ("score", "scores", "case_keys", "n", "fingerprint", "samples", "outcome")
     return {row["nodeid"]: {k: row[k] for k in keep} for row in rows}
 
