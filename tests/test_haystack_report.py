@@ -61,7 +61,7 @@ def test_diagnostic_matrix_is_grey_where_a_task_never_sat() -> None:
 
 def test_niah_bins_depths_and_labels_measured_lengths() -> None:
     columns, rows, grid = niah_grid(CELLS)
-    assert columns == ["3t1s\n1.0k tok"] and len(rows) == 3
+    assert columns == ["3t1s\n1000 tok"] and len(rows) == 3
     assert grid[0][0] == -0.5 and grid[2][0] == 0.5
 
 

@@ -45,7 +45,8 @@ def niah_grid(cells: list[CellResult]) -> tuple[list[str], list[str], list[list[
     by_length: dict[str, list[CellResult]] = defaultdict(list)
     for cell in cells:
         by_length[cell.metrics["length_setting"]].append(cell)
-    lengths = sorted(by_length, key=lambda k: _mean([c.length for c in by_length[k]]))
+    tokens = {k: _mean([c.input_tokens_mean for c in group]) for k, group in by_length.items()}
+    lengths = sorted(by_length, key=tokens.__getitem__)
     bins = min(MAX_DEPTH_BINS, max(c.metrics["n_task"] for c in cells))
     values: list[list[list[float]]] = [[[] for _ in lengths] for _ in range(bins)]
     for column, length in enumerate(lengths):
@@ -53,7 +54,7 @@ def niah_grid(cells: list[CellResult]) -> tuple[list[str], list[str], list[list[
             depth = cell.depth if cell.depth is not None else 100.0
             row = min(int(depth / 100.0 * bins), bins - 1)
             values[row][column].append(cell.metrics["verdict_value"])
-    columns = [f"{k}\n{_mean([c.length for c in by_length[k]]) / 1000:.1f}k tok" for k in lengths]
+    columns = [f"{k}\n{tokens[k]:.0f} tok" for k in lengths]  # the mean Lifelong prompt
     rows = [f"{100 * b / bins:.0f}-{100 * (b + 1) / bins:.0f}%" for b in range(bins)]
     return columns, rows, [[_mean(v) for v in row] for row in values]
 
