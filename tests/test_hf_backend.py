@@ -203,6 +203,14 @@ def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
         assert ranking.top_in_options == (int(reference.argmax()) in targets)
 
 
+def test_suffixes_are_packed_only_where_a_custom_mask_is_honoured(
+        load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = load("llama", chat_template="off")
+    assert backend._packable
+    monkeypatch.setattr(backend.model.config, "_attn_implementation", "flash_attention_2")
+    assert not backend._packable
+
+
 def test_rank_scores_the_option_token_that_follows_the_prompt(
         load: Callable[..., HFBackend]) -> None:
     backend = load(chat_template="off")

@@ -265,10 +265,13 @@ class HFBackend:
 
     @property
     def _packable(self) -> bool:
-        """Whether suffixes may share one row (``_packed_logits``): only when no layer has a
-        sliding window, whose cache keeps just its last tokens and whose own mask a custom
-        mask would replace. Sliding-window models take ``_batched_logits``."""
+        """Whether suffixes may share one row (``_packed_logits``): only when the attention
+        honours a custom 4D mask (sdpa, eager; flash-attention kernels take padding masks
+        only) and no layer has a sliding window, whose cache keeps just its last tokens and
+        whose own mask a custom mask would replace. Otherwise ``_batched_logits``."""
         config = self.model.config
+        if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
+            return False
         layer_types = getattr(config, "layer_types", None)
         if layer_types:
             return all(kind == "full_attention" for kind in layer_types)
