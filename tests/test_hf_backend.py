@@ -176,9 +176,10 @@ def test_prompt_longer_than_the_window_is_refused(load: Callable[..., HFBackend]
 def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
         load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch,
         name: str, batch_tokens: int, pack_tokens: int, rank_rows: int) -> None:
-    """Shared prefix, suffixes of different lengths (packed in one row on Llama, batched with
-    padding on Gemma's sliding layers, or one by one), an empty suffix, a second prefix and an
-    empty prefix: all equal the uncached computation."""
+    """Shared prefix, suffixes of different lengths (packed in one row on Llama, with a shared
+    head where they start alike; batched with padding on Gemma's sliding layers; or one by
+    one), an empty suffix, a second prefix and an empty prefix: all equal the uncached
+    computation."""
     monkeypatch.setattr(hf, "BATCH_TOKENS", batch_tokens)
     monkeypatch.setattr(hf, "PACK_TOKENS", pack_tokens)
     monkeypatch.setattr(hf, "RANK_ROWS", rank_rows)
@@ -189,6 +190,10 @@ def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
     requests += [RankRequest("Is the sky green?\nAnswer:", "", ("yes", "no")),
                  RankRequest("", "Is water wet?\nAnswer:", ("yes", "no")),
                  RankRequest(PREFIX, " Fine.\nAnswer:", OPTIONS)]
+    instruction = "\n\nDecide whether the sentence is about weather. Answer yes or no.\nSentence:"
+    requests += [RankRequest(PREFIX, instruction + text, OPTIONS) for text in
+                 (" It rained.\nAnswer:", " It rained all day long.\nAnswer:",
+                  " Cats sleep a lot.\nAnswer:", "")]  # heads shared by 4, one suffix is the head
     first, again = backend.rank(requests), backend.rank(requests[::-1])[::-1]
     for request, ranking, repeat in zip(requests, first, again, strict=True):
         prefix, suffix = (request.prefix, request.suffix) if request.prefix else (
@@ -201,6 +206,16 @@ def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
         assert torch.allclose(torch.tensor(repeat.logprobs), expected, atol=1e-4)
         assert ranking.prompt_tokens == len(ids)
         assert ranking.top_in_options == (int(reference.argmax()) in targets)
+
+
+def test_shared_heads_group_suffixes_that_start_alike() -> None:
+    head = list(range(100, 100 + hf.MIN_HEAD + 2))
+    suffixes = sorted([head + [1, 2], head + [1, 3], head + [5], [7, 8], head[:3] + [9]])
+    groups = hf._shared_heads(suffixes)
+    assert [[suffixes[i] for i in members] for _, members in groups] == [
+        [[7, 8]], [head[:3] + [9]], [head + [1, 2], head + [1, 3], head + [5]]]
+    assert [length for length, _ in groups] == [0, 0, len(head)]  # stops before [5]'s last token
+    assert hf._shared_heads([head, head + [4]]) == [(len(head) - 1, [0, 1])]
 
 
 def test_suffixes_are_packed_only_where_a_custom_mask_is_honoured(
