@@ -106,8 +106,9 @@ def main() -> None:
     print(f"full prompt  : {full:8.3f} s/query ({len(full_requests)} queries)")
     print(f"ratio        : {full / reuse:8.1f}x")
     print(f"ceilings     : {(prefix_tokens + suffix_tokens) / suffix_tokens:8.1f}x in tokens, "
-          f"{flop_ceiling(backend, prefix_tokens, round(suffix_tokens)):.1f}x in FLOPs "
-          "(a suffix token attends over the whole prefix)")
+          f"{flop_ceiling(backend, prefix_tokens, round(suffix_tokens)):.1f}x in FLOPs, if each "
+          "suffix is computed whole (a suffix token attends over the whole prefix; suffixes "
+          "that share their instruction compute it once, which goes past both)")
     for n in (args.queries, 1600):
         projected = (first - per_suffix + n * per_suffix) / n
         print(f"projected at {n:5d} queries per prefix: {full / projected:6.1f}x")
