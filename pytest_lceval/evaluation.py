@@ -115,7 +115,7 @@ class CellRun:
         result.input_tokens_max = max((c.total_tokens for c in cases), default=0)
         result.depths_achieved = [case.depth for case in cases]
         result.samples = [
-            {"prompt": _clip(case.prompt), "gold": list(case.gold),
+            {"prompt": clip_sample(case.prompt), "gold": list(case.gold),
              "output": g.text[:SAMPLE_CHARS], "score": s}
             for case, g, s in list(zip(cases, generations, scores, strict=True))[:SAMPLES_KEPT]
         ]
@@ -171,7 +171,9 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def _clip(text: str) -> str:
+def clip_sample(text: str) -> str:
+    """A prompt or output cut to its start and end for reports: samples show what the model
+    read without writing 128k-token prompts into every result line."""
     if len(text) <= 2 * SAMPLE_CHARS:
         return text
     return f"{text[:SAMPLE_CHARS]}\n[... {len(text) - 2 * SAMPLE_CHARS} characters ...]\n" \

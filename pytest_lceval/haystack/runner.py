@@ -19,8 +19,7 @@ from typing import Any, NoReturn
 import filelock
 import pytest
 
-from ..evaluation import CellRun
-from ..evaluation import _clip as clip
+from ..evaluation import CellRun, clip_sample
 from ..grid import Cell, case_seed
 from ..models.stored import StoredModel
 from ..progress import CellProgress
@@ -241,7 +240,7 @@ class HaystackRun:
         first = plan.resamples[0]
         scored = measured.lifelong[first]
         result.samples = [
-            {"prompt": clip(request.prefix + request.suffix), "gold": [row["label"]],
+            {"prompt": clip_sample(request.prefix + request.suffix), "gold": [row["label"]],
              "output": plan.task.options[choice], "score": float(correct)}
             for request, row, choice, correct in list(zip(
                 measured.requests[first], plan.rows, scored.choices, scored.correct,

@@ -228,8 +228,7 @@ class HFBackend:
         """
         prefix = len(state.ids)
         ids: list[int] = []
-        spans: list[tuple[int, int, int, int]] = []
-        """(start, end, head start, head end) in the row, for the mask."""
+        spans: list[tuple[int, int, int, int]] = []  # (start, end, head start, head end)
         last = [0] * len(suffixes)
         for head, members in _shared_heads(suffixes):
             head_start = len(ids)
