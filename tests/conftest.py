@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -18,3 +20,18 @@ def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Inner pytest runs see no data directory unless a test passes --lceval-data."""
     monkeypatch.delenv("LCEVAL_DATA", raising=False)
     yield
+
+
+# Native modules that must not be initialised twice in one process. An in-process pytester
+# run drops every module it imported when it ends; torch imported again then frees the method
+# table of its first copy, and the next garbage collection crashes on it.
+IMPORT_ONCE = ("torch", "tokenizers")
+
+
+@pytest.fixture(autouse=True)
+def _native_modules_outlive_inner_runs(request: pytest.FixtureRequest) -> None:
+    """Import them in this process first, so inner runs reuse them instead of re-importing."""
+    if "pytester" in request.fixturenames:
+        for name in IMPORT_ONCE:
+            if importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)
