@@ -117,12 +117,25 @@ def _raw_logprobs(backend: HFBackend, ids: list[int]) -> Any:
 
 # -- generate ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["llama", "plain"])
-def test_generate_equals_raw_greedy_generate(load: Callable[..., HFBackend], name: str) -> None:
-    """Three lengths in one left-padded batch, each equal to its own unpadded generation."""
+@pytest.mark.parametrize("name", ["llama", "plain", "gemma"])
+def test_generate_equals_raw_greedy_generate(load: Callable[..., HFBackend],
+                                             monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Three lengths in one left-padded batch, each equal to its own unpadded generation; on
+    Gemma's sliding layers prefilled in chunks of 5 tokens (smaller than its window of 8, and
+    whole chunks of padding in the short rows)."""
+    monkeypatch.setattr(hf, "PREFILL_CHUNK", 5)
     backend = load(name, chat_template="off")
+    assert backend.prefill_chunk == (5 if name == "gemma" else None)
     prompts = ["The capital of France is", PREFIX, "One two three four five six seven"]
-    answers = backend.generate([GenerateRequest(prompt, 10) for prompt in prompts])
+    widths: list[int] = []
+    handle = backend.model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        answers = backend.generate([GenerateRequest(prompt, 10) for prompt in prompts])
+    finally:
+        handle.remove()
+    longest = max(len(backend.prompt_ids(prompt)) for prompt in prompts)
+    assert max(widths) == (5 if name == "gemma" else longest)
     for prompt, answer in zip(prompts, answers, strict=True):
         ids = backend.prompt_ids(prompt)
         tokens = _raw_new_tokens(backend, ids, 10)
@@ -183,6 +196,7 @@ def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
     monkeypatch.setattr(hf, "BATCH_TOKENS", batch_tokens)
     monkeypatch.setattr(hf, "PACK_TOKENS", pack_tokens)
     monkeypatch.setattr(hf, "RANK_ROWS", rank_rows)
+    monkeypatch.setattr(hf, "PREFILL_CHUNK", 5)  # Gemma's prefixes are computed in chunks
     backend = load(name, chat_template="off")
     assert backend._packable == (name == "llama")
     requests = [RankRequest(PREFIX, suffix, OPTIONS) for suffix in
