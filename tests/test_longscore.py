@@ -236,6 +236,9 @@ def test_without_a_bound_longscore_is_recorded_not_asserted(suite: pytest.Pytest
     outcome.assert_outcomes(passed=12)
     assert all(r["metrics"].get("longscore_undefined", "").startswith(UNDEFINED)
                for r in read_results(suite, "c") if r["length"] > 2048)
+    summary = (suite.path / "reports" / "c" / "longscore-toy.md").read_text()
+    assert "averages the 1 task measured at long lengths" in summary
+    assert "No artists with labels" not in outcome.stdout.str()  # a plot with no line at all
 
 
 def test_runs_without_long_lengths_ask_nothing_extra(suite: pytest.Pytester) -> None:

@@ -97,12 +97,13 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> 
     lengths = long_lengths(rows)
     base, score, lc = overall(rows)
     window = max((r.window for r in rows), default=0)
+    measured = sum(r.base is not None and r.avg_score is not None for r in rows)
     lines = [
         f"# LongScore: {suite}, {model}", "",
         f"Base Ability: mean score at {base_lengths} (N/3 cases per length). Avg score: mean over "
         f"the long lengths {', '.join(format_length(n) for n in lengths) or '(none)'}. Avg LC: "
         "(Avg score - Base) / Base. The model row averages the "
-        f"{sum(r.base is not None and r.avg_score is not None for r in rows)} tasks measured at "
+        f"{measured} task{'' if measured == 1 else 's'} measured at "
         "long lengths, as the paper's Table 7 does. Scores and LC (LongScore x 100) in percent.",
         "",
         "| Model | Claimed Length | Base Ability | Avg score | Avg LC |",
@@ -183,7 +184,8 @@ def plot(path: Path, suite: str, model: str, rows: list[TaskRow], minimum: float
     axes.set_xlabel("context length (tokens)")
     axes.set_ylabel("LongScore LC (%)")
     axes.set_title(f"LongScore by length: {suite} - {model}", fontsize=10)
-    axes.legend(fontsize=8)
+    if axes.get_legend_handles_labels()[0]:  # no line when every task's LC is undefined
+        axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
