@@ -55,8 +55,9 @@ MIN_HEAD = 8
 PREFILL_CHUNK = 1024
 """Prompt tokens per prefill step for models with sliding-window layers. In chunks, those layers
 attend to their window's cache instead of the whole prompt: Gemma 3 270M on 2 CPU threads
-prefilled 16k tokens 3.1x faster (164 s -> 54 s; 8k: 2.2x) with the same greedy tokens. A model
-with only full attention gains nothing and loses ~13 % (SmolLM2 at 8k), so it prefills whole."""
+answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy tokens
+(bench/bench_prefill_chunks.py). A model with only full attention gains nothing and loses 6-13 %
+(SmolLM2 at 8k), so it prefills whole."""
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _WHOLE_FILE_BYTES = 64 << 20
