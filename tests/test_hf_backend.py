@@ -282,6 +282,29 @@ def test_count_equals_the_ids_fed_to_the_model(
         assert (ids[0] == bos) == starts_with_bos and ids[1] != bos
 
 
+COUNT_TEXTS = ("", "Hi", PREFIX, "<|im_start|>user\nHello<|im_end|>\n",
+               "naïve café — 東京 🚀  two  spaces\n\n\ttab ", " " * 40 + "x")
+
+
+@pytest.mark.parametrize("name", ["llama", "bos", "plain"])
+def test_fast_ids_equal_the_tokenizer_call(load: Callable[..., HFBackend], name: str) -> None:
+    """encode/prompt_ids skip the offsets but give exactly the ids of the tokenizer's own call,
+    special tokens and the BOS rule included; with truncation left on the Rust tokenizer they
+    fall back to that call, which resets it."""
+    text = load(name).text
+    rendered = [text.renderer.render(Prompt(t, "")) for t in COUNT_TEXTS]
+    bos = text.hf.bos_token or "\0"
+    for sample in (*COUNT_TEXTS, *rendered):
+        assert text.encode(sample) == text.hf(sample, add_special_tokens=False)["input_ids"]
+        reference = text.hf(sample, add_special_tokens=not sample.startswith(bos))["input_ids"]
+        assert text.prompt_ids(sample) == reference and text.count(sample) == len(reference)
+    text.hf.backend_tokenizer.enable_truncation(4)
+    try:
+        assert text.count(PREFIX) == len(text.hf(PREFIX)["input_ids"]) > 4
+    finally:
+        text.hf.backend_tokenizer.no_truncation()
+
+
 def test_chat_template_on_off_auto(load: Callable[..., HFBackend]) -> None:
     prompt = Prompt("Hi there", "Sure:")
     auto, off = load("llama"), load("llama", chat_template="off")

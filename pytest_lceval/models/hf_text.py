@@ -32,8 +32,7 @@ class HFText:
     # -- Tokenizer protocol ----------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
-        ids: list[int] = self.hf(text, add_special_tokens=False)["input_ids"]
-        return ids
+        return self._ids(text, add_special_tokens=False)
 
     def decode(self, ids: Sequence[int]) -> str:
         text: str = self.hf.decode(list(ids), clean_up_tokenization_spaces=False)
@@ -49,12 +48,26 @@ class HFText:
     def prompt_ids(self, text: str) -> list[int]:
         """The ids a model reads for a rendered prompt: the tokenizer's special tokens, unless the
         text already starts with the BOS text (a chat template wrote it), so never two BOS."""
-        has_bos = self._bos is not None and self._bos != "" and text.startswith(self._bos)
-        ids: list[int] = self.hf(text, add_special_tokens=not has_bos)["input_ids"]
-        return ids
+        adds = not (self._bos is not None and self._bos != "" and text.startswith(self._bos))
+        return self._ids(text, add_special_tokens=adds)
 
     def count(self, text: str) -> int:
         return len(self.prompt_ids(text))
+
+    def _ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        """A fast tokenizer's own ``encode_batch_fast`` gives the same ids as calling the
+        tokenizer without the character offsets: half the time on a 128k prompt (fitting a case
+        measures its whole prompt) and a third of it for the many short pieces a haystack is
+        built from. Not while the Rust tokenizer carries truncation or padding settings, which
+        the tokenizer's call resets and this one would obey."""
+        rust = getattr(self.hf, "backend_tokenizer", None)
+        if rust is None or rust.truncation or rust.padding \
+                or not hasattr(rust, "encode_batch_fast"):
+            ids: list[int] = self.hf(text, add_special_tokens=add_special_tokens)["input_ids"]
+            return ids
+        encoding = rust.encode_batch_fast([text], add_special_tokens=add_special_tokens)[0]
+        fast: list[int] = encoding.ids
+        return fast
 
     def option_ids(self, prompt: str, options: Sequence[str]) -> list[int]:
         """Each option's first token as it would follow ``prompt`` (see first_token_ids)."""
