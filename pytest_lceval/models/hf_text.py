@@ -28,6 +28,9 @@ class HFText:
         self._bos: str | None = tokenizer.bos_token
         self.chat_template = _chat_template(tokenizer, chat_template)
         self.renderer = Renderer(self.template if self.chat_template else None, self.count)
+        rust = getattr(tokenizer, "backend_tokenizer", None)
+        self._rust = rust if hasattr(rust, "encode_batch_fast") else None
+        """The Rust tokenizer of a fast tokenizer whose version has ``encode_batch_fast``."""
 
     # -- Tokenizer protocol ----------------------------------------------------------------------
 
@@ -60,9 +63,8 @@ class HFText:
         measures its whole prompt) and a third of it for the many short pieces a haystack is
         built from. Not while the Rust tokenizer carries truncation or padding settings, which
         the tokenizer's call resets and this one would obey."""
-        rust = getattr(self.hf, "backend_tokenizer", None)
-        if rust is None or rust.truncation or rust.padding \
-                or not hasattr(rust, "encode_batch_fast"):
+        rust = self._rust
+        if rust is None or rust.truncation or rust.padding:
             ids: list[int] = self.hf(text, add_special_tokens=add_special_tokens)["input_ids"]
             return ids
         encoding = rust.encode_batch_fast([text], add_special_tokens=add_special_tokens)[0]
