@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs
+from . import grid_profile, hookspecs
 from .data import DataSource
 from .evaluation import CellRun, Evaluator
-from .grid import Cell
+from .grid import Cell, format_depth, format_length
 from .models.base import Backend
 from .models.registry import (
     LoadOptions,
@@ -99,6 +99,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"lceval: model={settings.model} seed={settings.seed} "
         f"(rerun with --lceval-seed={settings.seed})",
         f"lceval: data={data} run={config.stash[RUN_DIR]} store={settings.store_path}",
+        grid_profile.header_line(settings.grid, (
+            f"lengths {','.join(format_length(n) for n in settings.lengths)}, depths "
+            f"{','.join(format_depth(d) for d in settings.depths)}, {settings.samples} samples "
+            f"per cell")),
     ]
 
 

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import pytest
 
 from .grid import parse_depth, parse_length
+from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose
+from .models.registry import UnknownModelError, split_spec
 
 T = TypeVar("T")
 
@@ -61,6 +63,8 @@ class Settings:
     prior_knowledge_threshold: float = DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD
     """A QA case whose no-context answer scores at least this measures memory, not context use,
     and is excluded (100-LongBench's prior-knowledge filter)."""
+    grid: GridProfile = GridProfile("full", "default")
+    """The default grid the run got (reduced on a CPU-only machine for a local model)."""
 
     def threshold_for(self, task: str) -> float:
         return self.task_thresholds.get(task, self.threshold)
@@ -76,6 +80,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--model", dest="lceval_model", default=None,
                     help="model under test: smollm2 (default), gemma3-270m, hf:PATH_OR_ID, "
                          "hf:FILE.gguf, mock:NAME, openai:NAME, vllm:PATH_OR_ID")
+    group.addoption("--lceval-grid", dest="lceval_grid", default=None, choices=GRID_CHOICES,
+                    help="default grid: auto (reduced to fit a CPU when a local model has no "
+                         "GPU, else full), reduced, or full (the papers' grid)")
     group.addoption("--lengths", dest="lceval_lengths", default=None,
                     help=f"context lengths in tokens, binary k (default {DEFAULT_LENGTHS})")
     group.addoption("--depths", dest="lceval_depths", default=None,
@@ -116,6 +123,7 @@ def add_options(parser: pytest.Parser) -> None:
 
 _INI_KEYS = [
     ("lceval_model", "default --model", "string"),
+    ("lceval_grid", "default --lceval-grid", "string"),
     ("lceval_lengths", "default --lengths", "string"),
     ("lceval_depths", "default --depths", "string"),
     ("lceval_samples", "default --samples", "string"),
@@ -215,11 +223,19 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
             return default
         return convert(value, where, flag(name), parse, fix)
 
+    model = get("lceval_model", str, "smollm2", "See --help for model specs.")
+    device = get("lceval_device", str, "auto", "Use auto, cpu, cuda or cuda:N.")
+    grid = grid_profile(get("lceval_grid", _grid_choice, "auto", "Use auto, reduced or full."),
+                        model, device)
+    defaults: dict[str, Any] = {"lengths": DEFAULT_LENGTHS, "depths": DEFAULT_DEPTHS,
+                                "samples": DEFAULT_SAMPLES}
+    if grid.reduced:
+        defaults.update(REDUCED_CORE)
     lengths = get("lceval_lengths", lambda v: _comma_list(v, parse_length),
-                  _comma_list(DEFAULT_LENGTHS, parse_length),
+                  _comma_list(defaults["lengths"], parse_length),
                   "Give a comma list such as --lengths 1k,2k,4k.")
     depths = get("lceval_depths", lambda v: _comma_list(v, parse_depth),
-                 _comma_list(DEFAULT_DEPTHS, parse_depth),
+                 _comma_list(defaults["depths"], parse_depth),
                  "Give percentages 0..100 such as --depths 0,50,100.")
     raw_thresholds, where = lookup(config, "lceval_threshold")
     threshold_values = raw_thresholds if isinstance(raw_thresholds, list) else []
@@ -233,10 +249,11 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     store = get("lceval_store", lambda v: Path(str(v)), rootdir / ".lceval" / "store.sqlite",
                 "Give a file path.")
     return Settings(
-        model=get("lceval_model", str, "smollm2", "See --help for model specs."),
+        model=model,
         lengths=tuple(sorted(set(lengths))),
         depths=tuple(sorted(set(depths))),
-        samples=get("lceval_samples", _positive_int, DEFAULT_SAMPLES, "Give e.g. --samples 20."),
+        samples=get("lceval_samples", _positive_int, defaults["samples"],
+                    "Give e.g. --samples 20."),
         seed=get("lceval_seed", lambda v: int(str(v)), DEFAULT_SEED, "Give an integer seed."),
         data_dir=data,
         out_root=out_root if out_root.is_absolute() else rootdir / out_root,
@@ -249,13 +266,30 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         tasks=get("lceval_tasks", lambda v: _comma_list(v, str.strip), (),
                   "Give a comma list of task names."),
         dtype=get("lceval_dtype", str, "auto", "Use auto, float32, bfloat16 or float16."),
-        device=get("lceval_device", str, "auto", "Use auto, cpu, cuda or cuda:N."),
+        device=device,
         batch_size=get("lceval_batch_size", _positive_int, 8, "Give e.g. --lceval-batch-size 4."),
         threshold_explicit=default_threshold is not None,
         prior_knowledge_threshold=get(
             "lceval_prior_knowledge_threshold", _unit_score, DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD,
             "Give a fraction such as --prior-knowledge-threshold 0.5."),
+        grid=grid,
     )
+
+
+def grid_profile(requested: str, model: str, device: str) -> GridProfile:
+    """The run's default grid; an unknown model spec is reported by the plugin, so it counts as
+    a local model here."""
+    try:
+        kind, _ = split_spec(model)
+    except UnknownModelError:
+        kind = "preset"
+    return choose(requested, kind, device, os.environ)
+
+
+def _grid_choice(text: Any) -> str:
+    if str(text) not in GRID_CHOICES:
+        raise ValueError(f"choose one of {', '.join(GRID_CHOICES)}")
+    return str(text)
 
 
 def _existing_dir(text: str) -> Path:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from ..data import FIXTURES
+from ..grid_profile import REDUCED_HAYSTACK
 from ..settings import Settings, convert, lookup
 from .data import MAX_RESAMPLES, available_tasks, resolve_task_names
 from .prompts import SETTINGS
@@ -119,14 +120,15 @@ def resolve(config: pytest.Config, core: Settings, fetched: Path | None) -> Hays
     """Resolve the options; ``fetched`` is the llicl folder --haystack-fetch filled, if any."""
     root, source = _data_root(core, fetched)
     offline = source.startswith("fixtures")
-    defaults = OFFLINE_DEFAULTS if offline else DEFAULTS
+    shrunk = offline or core.grid.reduced
+    defaults = OFFLINE_DEFAULTS if offline else REDUCED_HAYSTACK if shrunk else DEFAULTS
     reduced: list[str] = []
 
     def get(name: str, parse: Callable[[Any], T], fix: str) -> T:
         value, where = lookup(config, f"haystack_{name}")
         if value is None:
             value, where = defaults[name], "default"
-            if offline and value != DEFAULTS[name]:
+            if shrunk and value != DEFAULTS[name]:
                 reduced.append(f"{name}={value}")
         return convert(value, where, f"--haystack-{name.replace('_', '-')}", parse, fix)
 

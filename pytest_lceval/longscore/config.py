@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ..grid import format_length, parse_length
+from ..grid_profile import REDUCED_LONGSCORE_BASE
 from ..settings import convert, lookup
 
 DEFAULT_BASE_LENGTHS = "2k,4k,6k"
@@ -68,7 +69,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("longscore_floor", "default --longscore-floor", type="string")
 
 
-def resolve(config: pytest.Config) -> LongScoreSettings:
+def resolve(config: pytest.Config, reduced_grid: bool = False) -> LongScoreSettings:
+    """``reduced_grid``: the run got the CPU-sized grid, whose base length is shorter."""
     def get(name: str, parse: Any, default: Any, fix: str) -> Any:
         value, where = lookup(config, name)
         return default if value is None else convert(value, where, "--" + name.replace(
@@ -76,7 +78,8 @@ def resolve(config: pytest.Config) -> LongScoreSettings:
 
     return LongScoreSettings(
         base_lengths=get("longscore_base_lengths", _base_lengths,
-                         _base_lengths(DEFAULT_BASE_LENGTHS),
+                         _base_lengths(REDUCED_LONGSCORE_BASE if reduced_grid
+                                       else DEFAULT_BASE_LENGTHS),
                          "Give lengths such as --longscore-base-lengths 2k,4k,6k, or 'off'."),
         minimum=get("longscore_min", _percent, None,
                     "Give a percentage such as --longscore-min -20 (LC of -20% keeps 80% of "

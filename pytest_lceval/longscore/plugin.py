@@ -29,7 +29,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if SETTINGS not in config.stash:
         return
-    settings = resolve(config)
+    settings = resolve(config, config.stash[SETTINGS].grid.reduced)
     config.stash[LONGSCORE] = settings
     criterion = LongScoreCriterion(settings, config.stash[SETTINGS].lengths)
     config.pluginmanager.register(criterion, PLUGIN_NAME)
