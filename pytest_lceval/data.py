@@ -7,12 +7,20 @@ result says so (``source``).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 """Self-made offline data shipped with the checkout."""
+
+
+class DataError(ValueError):
+    """A data file is missing, empty or malformed. The message names the file (and the 1-based
+    line) and the fix; the same file feeds every cell, so the run stops at the first one."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,7 @@ class DataSource:
         return None
 
     def essays(self) -> tuple[tuple[str, ...], str]:
-        """Natural-prose documents for haystacks, and where they came from."""
+        """Natural-prose documents for haystacks, and where they came from; raises DataError."""
         return _read_texts(self.folder("pg_essays") or self.fixtures / "essays")
 
     def origin(self, name: str) -> str:
@@ -40,6 +48,46 @@ class DataSource:
 def _read_texts(folder: Path) -> tuple[tuple[str, ...], str]:
     files = sorted(folder.glob("*.txt"))
     if not files:
-        raise FileNotFoundError(f"no .txt files in {folder}")
+        raise DataError(f"no .txt files in {folder}: put the essays there as .txt files, or "
+                        f"remove the folder to use the offline fixtures")
     source = "fixtures" if folder.is_relative_to(FIXTURES) else f"data:{folder.name}"
-    return tuple(path.read_text(encoding="utf-8") for path in files), source
+    return tuple(_read_text(path) for path in files), source
+
+
+def _read_text(path: Path) -> str:
+    """One essay; an empty or undecodable file is a broken download, named with its path."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text (byte {exc.start}): re-save it as UTF-8 or "
+                        f"delete it") from None
+    if not text.strip():
+        raise DataError(f"{path} is empty: restore its text or delete it")
+    return text
+
+
+def read_jsonl(path: Path, required: Collection[str] = ()) -> tuple[dict[str, Any], ...]:
+    """The JSON objects of a JSONL file, blank lines skipped. A line that is not a JSON object,
+    or lacks a ``required`` key, raises DataError with its 1-based line number in the file."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} line {number} is not valid JSON ({exc.msg}, column "
+                            f"{exc.colno}): fix or delete the line") from None
+        if not isinstance(row, Mapping):
+            raise DataError(f"{path} line {number} is not a JSON object: each line must be "
+                            f"one {{...}} record")
+        missing = sorted(set(required) - set(row))
+        if missing:
+            raise DataError(f"{path} line {number} lacks {missing}: every record needs "
+                            f"{sorted(required)}")
+        rows.append(dict(row))
+    return tuple(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from .chat_choice import renderer_for
 from .data import DataSource
 from .grid import Cell, format_length
 from .models.stored import StoredModel
 from .prior_knowledge import exclude_known
 from .progress import CellProgress
+from .records import Case
+from .reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
 from .results import CellResult, Judgement, append_result
 from .settings import Settings
 from .stats import mean_ci
@@ -36,10 +40,22 @@ class Evaluator:
     data: DataSource
     run_dir: Path
 
-    @property
-    def build_context(self) -> BuildContext:
-        return BuildContext(self.model.tokenizer, self.model.renderer, self.data,
-                            self.settings.seed)
+    def context_for(self, task: GenerationTask) -> BuildContext:
+        """The build context with the rendering ``task`` gets (see chat_choice)."""
+        renderer = renderer_for(self.model.renderer, self.settings.chat_template, task)
+        if self.reference is not None:  # lengths in the reference tokenizer's tokens
+            return self.reference.build_context(renderer, self.data, self.settings.seed)
+        return BuildContext(self.model.tokenizer, renderer, self.data, self.settings.seed)
+
+    @functools.cached_property
+    def reference(self) -> ReferenceTokenizer | None:
+        """The --lceval-ref-tokenizer, loaded once per process; None without the option."""
+        if self.settings.ref_tokenizer is None:
+            return None
+        try:
+            return load_reference(self.settings.ref_tokenizer)
+        except ReferenceTokenizerError as exc:
+            pytest.fail(f"pytest-lceval: {exc}", pytrace=False)
 
     def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:
         return CellResult(
@@ -76,25 +92,32 @@ class CellRun:
         model = evaluator.model
         task = task or get_task(cell.task)
         result = evaluator.new_result(self.nodeid, cell, evaluator.data.origin("pg_essays"))
-        if cell.length > model.context_window:
+        if cell.length > model.context_window and evaluator.reference is None:
             self.skip(result, f"cell length {cell.length} tokens exceeds the model's context "
                               f"window of {model.context_window} tokens")
         started = time.perf_counter()
+        context = evaluator.context_for(task)
+        result.metrics["chat_template"] = "on" if context.renderer.uses_template else "off"
         try:
-            cases = task.build(cell, evaluator.build_context)
+            cases = task.build(cell, context)
         except CellDoesNotFit as exc:
             self.skip(result, str(exc))
         result.seconds_build = time.perf_counter() - started
+        if evaluator.reference is not None:
+            self._count_for_model(result, cases, evaluator.reference)
         result.source = cases[0].meta.get("source", result.source) if cases else result.source
 
         before = model.calls.requests
         started = time.perf_counter()
-        known = exclude_known(model, task, cases, evaluator.build_context,
+        known = exclude_known(model, task, cases, context,
                               evaluator.settings.prior_knowledge_threshold)
         result.metrics.update(known.metrics)
         if cases and not known.kept:
             self.skip(result, known.reason_all_excluded())
         cases = known.kept
+        chances = [case.meta["chance"] for case in cases if "chance" in case.meta]
+        if chances:  # a uniform guess's expected score over the scored cases
+            result.metrics["chance"] = round(sum(chances) / len(chances), 6)
         progress = CellProgress(f"[{_worker()}] {self.nodeid}")
         try:
             generations = model.generate([case.request() for case in cases], progress)
@@ -120,6 +143,28 @@ class CellRun:
             for case, g, s in list(zip(cases, generations, scores, strict=True))[:SAMPLES_KEPT]
         ]
         return self.finish(result)
+
+    def _count_for_model(self, result: CellResult, cases: list[Case],
+                         reference: ReferenceTokenizer) -> None:
+        """With a reference tokenizer the cases' lengths are reference tokens: count each prompt
+        in the model's own tokenizer too, record both, and skip the cell when the model's count
+        plus the generation budget exceeds its window (the reference count may fit)."""
+        model = self.evaluator.model
+        counts = [model.renderer.count(case.prompt) for case in cases]
+        totals = [count + case.max_new_tokens for count, case in zip(counts, cases, strict=True)]
+        result.metrics.update({
+            "length_tokenizer": reference.label,
+            "input_tokens_model_mean": round(sum(counts) / max(len(counts), 1), 1),
+            "input_tokens_model_max": max(totals, default=0),
+        })
+        longest = max(range(len(cases)), key=totals.__getitem__, default=None)
+        if longest is not None and totals[longest] > model.context_window:
+            case = cases[longest]
+            self.skip(result, (
+                f"case {case.index} is {case.total_tokens} tokens of the reference tokenizer "
+                f"{reference.path} but {totals[longest]} tokens of the model (prompt + "
+                f"{case.max_new_tokens} to generate), beyond the model's context window of "
+                f"{model.context_window} tokens"))
 
     def finish(self, result: CellResult) -> CellResult:
         """Judge, record properties and write the results line; used by every suite."""

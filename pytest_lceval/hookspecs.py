@@ -31,3 +31,9 @@ def pytest_lceval_grid(suite: str, settings: Settings) -> list[Cell] | None:
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult]) -> None:
     """Write session-end reports. Called once, on the controller, after results are merged."""
+
+
+@pytest.hookspec
+def pytest_lceval_task_names(config: pytest.Config) -> list[str] | None:
+    """Task names a suite plugin knows beyond the registered generation tasks (Task Haystack's
+    task sets), so that --lceval-tasks and per-task thresholds are checked against every suite."""

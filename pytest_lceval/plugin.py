@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from . import grid_profile, hookspecs
-from .data import DataSource
+from .data import DataError, DataSource
 from .evaluation import CellRun, Evaluator
 from .grid import Cell, format_depth, format_length
 from .models.base import Backend
 from .models.registry import (
     LoadOptions,
-    MissingDependencyError,
+    ModelUnavailable,
     UnknownModelError,
     load_backend,
     split_spec,
@@ -28,6 +28,7 @@ from .models.stored import StoredModel
 from .results import read_results, write_merged
 from .settings import Settings, add_options, resolve
 from .store import Store
+from .store_repair import StoreRepairedWarning, StoreUsageError, check_store
 from .suites import grid_for_suite
 from .verdicts import ThresholdCriterion
 
@@ -48,6 +49,9 @@ pytest_plugins = [
     "pytest_lceval.report.badge",
     "pytest_lceval.report.html",
     "pytest_lceval.longscore.plugin",
+    "pytest_lceval.selection",
+    "pytest_lceval.startup",
+    "pytest_lceval.report.run_progress",
 ]
 
 
@@ -60,11 +64,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Idle OpenMP threads sleep instead of spinning: on a shared CPU (xdist workers, a second
+    # job) spinning made cells up to 10x slower. torch reads it when first imported, later.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     settings = resolve(config, config.rootpath)
     try:
         split_spec(settings.model)
     except UnknownModelError as exc:
         raise pytest.UsageError(f"pytest-lceval: --model: {exc}") from None
+    if not hasattr(config, "workerinput"):  # once, before any process opens the store
+        try:
+            repaired = check_store(settings.store_path)
+        except StoreUsageError as exc:
+            raise pytest.UsageError(f"pytest-lceval: --lceval-store {exc}") from None
+        if repaired:
+            config.issue_config_time_warning(StoreRepairedWarning(repaired), stacklevel=2)
     config.stash[SETTINGS] = settings
     config.stash[RUN_DIR] = _run_dir(config, settings)
     config.addinivalue_line(
@@ -101,12 +115,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"lceval: data={data} run={config.stash[RUN_DIR]} store={settings.store_path}",
         grid_profile.header_line(settings.grid, (
             f"lengths {','.join(format_length(n) for n in settings.lengths)}, depths "
-            f"{','.join(format_depth(d) for d in settings.depths)}, {settings.samples} samples "
-            f"per cell")),
+            f"{','.join(format_depth(d) for d in settings.depths)}, "
+            f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
     ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    from . import selection  # a feature plugin: pytest imports it first
+
     if "lc_cell" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker(SUITE_MARKER)
@@ -116,16 +132,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"@pytest.mark.{SUITE_MARKER}(suite=...) marker naming its suite")
     suite = marker.kwargs.get("suite") or marker.args[0]
     settings = metafunc.config.stash[SETTINGS]
-    cells: list[Cell] = grid_for_suite(metafunc.config, suite, settings)
+    try:
+        cells: list[Cell] = grid_for_suite(metafunc.config, suite, settings)
+    except (DataError, pytest.UsageError) as exc:  # one line for the module, no traceback
+        message = str(exc)
+        raise pytest.Collector.CollectError(
+            message if message.startswith("pytest-lceval") else f"pytest-lceval: {message}"
+        ) from None
     for cell in cells:
         _register_marker(metafunc.config, cell.suite, f"cells of the {cell.suite} suite")
         _register_marker(metafunc.config, cell.length_mark, "cells of that length")
-    params = [
-        pytest.param(cell, id=cell.id, marks=[
-            getattr(pytest.mark, cell.suite), getattr(pytest.mark, cell.length_mark)])
-        for cell in cells
-    ]
-    metafunc.parametrize("lc_cell", params)
+    selection.parametrize(metafunc, suite, cells, settings)
 
 
 def _register_marker(config: pytest.Config, name: str, description: str) -> None:
@@ -161,11 +178,9 @@ def _load(settings: Settings, serving: ServingOptions | None = None) -> Backend:
                           serving=serving or ServingOptions())
     try:
         return load_backend(settings.model, options)
-    except MissingDependencyError as exc:
-        raise pytest.UsageError(f"pytest-lceval: --model={settings.model}: {exc}") from None
-    except (ValueError, OSError) as exc:
-        # Cached by pytest for the session: every cell reports this one line, no reload.
-        pytest.fail(f"pytest-lceval: cannot load --model={settings.model}: {exc}", pytrace=False)
+    except Exception as exc:  # whatever the loader raises: the first cell reports it, the run stops
+        cause = " ".join(str(exc).split())[:600] or type(exc).__name__
+        raise ModelUnavailable(f"cannot load --model={settings.model}: {cause}") from exc
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,13 @@
 context at all measures what it memorised, not how it reads, so the case is left out of the
 cell and the exclusions are counted.
 
+The rule is the reference's (github:uservan/100-LongBench, ``eval_trec.py``, ``scorer``): the
+no-context answer is read from its first line; one that says "unanswerable" keeps the case
+without being scored; any other is scored with the task's metric and the case is excluded when
+that score reaches the threshold (``--qa_filter`` there, ``--prior-knowledge-threshold`` here).
+Tasks keep their questions the same at every length (``SingleDocQA``), so every cell of a task,
+base lengths included, probes and filters the same questions.
+
 A task opts in by giving each case a *probe*: the same question with no context, scored by the
 task's own metric. The filter lives beside the evaluator, not in the task, because it needs the
 model (tasks never call one); probes go through the store like every other request, so a probe
@@ -17,11 +24,14 @@ from typing import Protocol, runtime_checkable
 from .models.stored import StoredModel
 from .records import Case
 from .tasks.base import BuildContext, GenerationTask
+from .tasks.longbench_text import UNANSWERABLE, first_line
 
 EXCLUDED = "prior_knowledge_excluded"
 """Metric: cases of the cell left out because the model knew the answer without context."""
 PROBED = "prior_knowledge_probed"
 """Metric: cases of the cell asked without context."""
+ABSTAINED = "prior_knowledge_unanswerable"
+"""Metric: probed cases whose no-context answer said "unanswerable" (kept unscored)."""
 
 
 @runtime_checkable
@@ -41,12 +51,15 @@ class KnownFilter:
     excluded: int = 0
     probed: int = 0
     """0 when the task has no probes (nothing was asked)."""
+    abstained: int = 0
     threshold: float = 0.0
-    probe_scores: list[float] = field(default_factory=list)
+    probe_scores: list[float | None] = field(default_factory=list)
+    """Per case, the no-context score; None where the answer said "unanswerable"."""
 
     @property
     def metrics(self) -> dict[str, int]:
-        return {EXCLUDED: self.excluded, PROBED: self.probed} if self.probed else {}
+        return {EXCLUDED: self.excluded, PROBED: self.probed, ABSTAINED: self.abstained} \
+            if self.probed else {}
 
     def reason_all_excluded(self) -> str:
         return (f"all {self.probed} cases were answered with no context (no-context score >= "
@@ -55,11 +68,16 @@ class KnownFilter:
 
 def exclude_known(model: StoredModel, task: GenerationTask, cases: Sequence[Case],
                   context: BuildContext, threshold: float) -> KnownFilter:
-    """Ask every case's probe; keep the cases whose no-context score stays below ``threshold``."""
+    """Ask every case's probe; keep the cases whose no-context answer says "unanswerable" or
+    scores below ``threshold``."""
     if not isinstance(task, ProbedTask) or not cases:
         return KnownFilter(list(cases))
     probes = [task.probe(case, context) for case in cases]
     answers = model.generate([probe.request() for probe in probes])
-    scores = [task.score(answer.text, probe) for answer, probe in zip(answers, probes, strict=True)]
-    kept = [case for case, score in zip(cases, scores, strict=True) if score < threshold]
-    return KnownFilter(kept, len(cases) - len(kept), len(cases), threshold, scores)
+    scores = [None if UNANSWERABLE in first_line(answer.text).lower()
+              else task.score(answer.text, probe)
+              for answer, probe in zip(answers, probes, strict=True)]
+    kept = [case for case, score in zip(cases, scores, strict=True)
+            if score is None or score < threshold]
+    return KnownFilter(kept, len(cases) - len(kept), len(cases), scores.count(None), threshold,
+                       scores)

@@ -45,6 +45,13 @@ class GenerateRequest:
         return stable_hash({"kind": "generate", **asdict(self)})
 
 
+RANK_RULES = 2
+"""Part of every rank request's store key: bump when how backends read or score a rank request
+changes, so no stored answer made under the old rules is reused. 2: the suffix is tokenised in
+the prefix's context (hf_text.suffix_ids), and an option outside a server's top k is unscored
+(no prediction when none is in it) instead of sharing a floor score."""
+
+
 @dataclass(frozen=True)
 class RankRequest:
     """Next-token log-probabilities of each option's first token after ``prefix + suffix``.
@@ -58,7 +65,7 @@ class RankRequest:
     options: tuple[str, ...]
 
     def key(self) -> str:
-        return stable_hash({"kind": "rank", **asdict(self)})
+        return stable_hash({"kind": "rank", "rules": RANK_RULES, **asdict(self)})
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,10 @@ class Generation:
 class Ranking:
     """A backend's answer to a RankRequest."""
 
-    logprobs: tuple[float, ...]
-    """Log-probability of each option's first token, in the request's option order."""
+    logprobs: tuple[float | None, ...]
+    """Log-probability of each option's first token, in the request's option order; None for an
+    option that could not be scored (outside a server's top-k, or not the option a generated
+    answer matched)."""
     top_in_options: bool
     """Whether the most likely next token over the whole vocabulary is one of the options."""
     prompt_tokens: int
@@ -86,8 +95,12 @@ class Ranking:
     """How the scores were obtained: 'logprobs', or a fallback that a report must name."""
 
     @property
-    def choice(self) -> int:
-        return max(range(len(self.logprobs)), key=self.logprobs.__getitem__)
+    def choice(self) -> int | None:
+        """The best-scored option; None ("no prediction") when no option could be scored. A
+        caller counts that as wrong, as the reference does (its NO_PREDICTION label), and never
+        as a guess of option 0, which would pass for a real answer."""
+        scored = [(i, value) for i, value in enumerate(self.logprobs) if value is not None]
+        return max(scored, key=lambda pair: pair[1])[0] if scored else None
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,8 @@ class Case:
     gold: tuple[str, ...]
     """Gold strings; how they are compared is the task's metric."""
     prompt_tokens: int
-    """Measured length of ``prompt`` in the model's tokenizer."""
+    """Measured length of ``prompt`` in the tokenizer lengths are counted with: the model's, or
+    the reference tokenizer's (the evaluation then records the model's count beside it)."""
     depth: float | None = None
     """Achieved depth of the key information, percent of the context (None if not defined)."""
     max_new_tokens: int = 32

@@ -28,6 +28,12 @@ SERVING = pytest.StashKey[ServingOptions]()
 GPU_PLAN = pytest.StashKey[devices.GpuPlan]()
 BASE_URL_ENV = "OPENAI_BASE_URL"
 _WORKER_KEY = "lceval_gpus"
+MAX_CONCURRENCY = 1024
+"""Most requests in flight: each is a thread, and no server queues more usefully."""
+MAX_TIMEOUT = 86_400.0
+"""Longest wait for one request (a day): more is a typo that would hang a stuck run."""
+MAX_RETRIES = 100
+"""Most retries: with backoff, 100 already wait over ten minutes per request."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -77,12 +83,12 @@ def resolve_serving(config: pytest.Config) -> ServingOptions:
         base_url=get("lceval_base_url", _url, None, "Give an http(s) URL ending in /v1.",
                      env=BASE_URL_ENV),
         api_mode=get("lceval_api_mode", _api_mode, None, "Use chat or completions."),
-        concurrency=get("lceval_concurrency", lambda v: _bounded(int, v, 1), DEFAULT_CONCURRENCY,
-                        "Give a whole number >= 1."),
-        timeout=get("lceval_timeout", lambda v: _bounded(float, v, 0.001), DEFAULT_TIMEOUT,
-                    "Give seconds > 0."),
-        retries=get("lceval_retries", lambda v: _bounded(int, v, 0), DEFAULT_RETRIES,
-                    "Give a whole number >= 0."),
+        concurrency=get("lceval_concurrency", lambda v: _bounded(int, v, 1, MAX_CONCURRENCY),
+                        DEFAULT_CONCURRENCY, "Give a whole number >= 1."),
+        timeout=get("lceval_timeout", lambda v: _bounded(float, v, 0.001, MAX_TIMEOUT),
+                    DEFAULT_TIMEOUT, "Give seconds > 0."),
+        retries=get("lceval_retries", lambda v: _bounded(int, v, 0, MAX_RETRIES),
+                    DEFAULT_RETRIES, "Give a whole number >= 0."),
         tokenizer=get("lceval_tokenizer", str, None, "Give a folder, an HF id or tiktoken:NAME."),
         tensor_parallel=get("lceval_tensor_parallel", lambda v: _bounded(int, v, 1), 1,
                             "Give a whole number >= 1."),
@@ -179,8 +185,10 @@ def _fraction(value: Any) -> float:
     return number
 
 
-def _bounded(kind: Any, value: Any, low: float) -> Any:
+def _bounded(kind: Any, value: Any, low: float, high: float | None = None) -> Any:
     number = kind(str(value))
-    if number < low:
+    if not number >= low:  # also refuses nan
         raise ValueError(f"must be at least {low:g}")
+    if high is not None and number > high:
+        raise ValueError(f"must be at most {high:g}")
     return number

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,13 +23,24 @@ from .models.registry import UnknownModelError, split_spec
 T = TypeVar("T")
 
 DEFAULT_LENGTHS = "1k,2k,4k"
-DEFAULT_DEPTHS = "0,25,50,75,100"
+DEFAULT_DEPTHS = "0,20,40,60,80,100"
+"""HELMET's six evenly spaced depths (its JSON KV and RAG data files are ``*_dep6``)."""
 DEFAULT_SAMPLES = 10
 DEFAULT_SEED = 42
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD = 0.5
 DATA_ENV = "LCEVAL_DATA"
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+MAX_LENGTH = 10 * 1024 * 1024
+"""Longest context length accepted (10m tokens), beyond every model's window: a larger value is a
+typo (100000000 for 100000) that would build cases for minutes before every cell skips."""
+MAX_SAMPLES = 10_000
+"""Most cases per cell (RULER uses 500, HELMET 100); more only multiplies the run time."""
+MAX_BATCH_SIZE = 4096
+"""Most requests per backend call."""
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+_RUN_NAME = re.compile(r"[A-Za-z0-9_.+=@-]+")
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,9 @@ class Settings:
     and is excluded (100-LongBench's prior-knowledge filter)."""
     grid: GridProfile = GridProfile("full", "default")
     """The default grid the run got (reduced on a CPU-only machine for a local model)."""
+    ref_tokenizer: Path | None = None
+    """Tokenizer (folder, tokenizer.json or .gguf) that cell lengths are counted in, e.g.
+    Llama-2's as HELMET did; None = the model's own (reference_tokenizer.py)."""
 
     def threshold_for(self, task: str) -> float:
         return self.task_thresholds.get(task, self.threshold)
@@ -101,7 +116,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="response store (SQLite) shared by runs (default .lceval/store.sqlite)")
     group.addoption("--chat-template", dest="lceval_chat_template", default=None,
                     choices=CHAT_TEMPLATE_CHOICES,
-                    help="apply the model's chat template: auto (if it has one), on, off")
+                    help="apply the model's chat template: auto (if it has one, except for "
+                         "the categories HELMET runs without one, e.g. recall), on, off")
     group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
                     help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
                          "repeatable")
@@ -117,6 +133,11 @@ def add_options(parser: pytest.Parser) -> None:
                     default=None,
                     help="exclude QA cases whose no-context answer scores at least this, 0..1 "
                          f"(default {DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD})")
+    group.addoption("--lceval-ref-tokenizer", dest="lceval_ref_tokenizer", default=None,
+                    help="count cell lengths in this tokenizer (a folder, tokenizer.json or "
+                         ".gguf, e.g. Llama-2's as HELMET did) instead of the model's own; the "
+                         "model still gets the same text and cells that overflow its window "
+                         "are skipped")
     for name, help_text, kind in _INI_KEYS:
         parser.addini(name, help_text, type=kind)  # type: ignore[arg-type]
 
@@ -135,6 +156,7 @@ _INI_KEYS = [
     ("lceval_tasks", "default --lceval-tasks", "string"),
     ("lceval_batch_size", "default --lceval-batch-size", "string"),
     ("lceval_prior_knowledge_threshold", "default --prior-knowledge-threshold", "string"),
+    ("lceval_ref_tokenizer", "default --lceval-ref-tokenizer", "string"),
 ]
 
 
@@ -175,11 +197,21 @@ def convert(value: Any, where: str, option: str, parse: Callable[[Any], T], fix:
         ) from None
 
 
-def _positive_int(text: Any) -> int:
+def _positive_int(text: Any, most: int | None = None) -> int:
     number = int(str(text))
     if number <= 0:
         raise ValueError("must be a positive whole number")
+    if most is not None and number > most:
+        raise ValueError(f"must be at most {most:,}")
     return number
+
+
+def _length(text: str) -> int:
+    tokens = parse_length(text)
+    if tokens > MAX_LENGTH:
+        raise ValueError(f"{text.strip()} is {tokens:,} tokens, above the bound of "
+                         f"{MAX_LENGTH:,} (10m)")
+    return tokens
 
 
 def _comma_list(text: str, item: Callable[[str], T]) -> tuple[T, ...]:
@@ -224,15 +256,15 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         return convert(value, where, flag(name), parse, fix)
 
     model = get("lceval_model", str, "smollm2", "See --help for model specs.")
-    device = get("lceval_device", str, "auto", "Use auto, cpu, cuda or cuda:N.")
+    device = get("lceval_device", _device, "auto", "Use auto, cpu, cuda, cuda:N or mps.")
     grid = grid_profile(get("lceval_grid", _grid_choice, "auto", "Use auto, reduced or full."),
                         model, device)
     defaults: dict[str, Any] = {"lengths": DEFAULT_LENGTHS, "depths": DEFAULT_DEPTHS,
                                 "samples": DEFAULT_SAMPLES}
     if grid.reduced:
         defaults.update(REDUCED_CORE)
-    lengths = get("lceval_lengths", lambda v: _comma_list(v, parse_length),
-                  _comma_list(defaults["lengths"], parse_length),
+    lengths = get("lceval_lengths", lambda v: _comma_list(v, _length),
+                  _comma_list(defaults["lengths"], _length),
                   "Give a comma list such as --lengths 1k,2k,4k.")
     depths = get("lceval_depths", lambda v: _comma_list(v, parse_depth),
                  _comma_list(defaults["depths"], parse_depth),
@@ -252,27 +284,33 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         model=model,
         lengths=tuple(sorted(set(lengths))),
         depths=tuple(sorted(set(depths))),
-        samples=get("lceval_samples", _positive_int, defaults["samples"],
-                    "Give e.g. --samples 20."),
+        samples=get("lceval_samples", lambda v: _positive_int(v, MAX_SAMPLES),
+                    defaults["samples"], "Give e.g. --samples 20."),
         seed=get("lceval_seed", lambda v: int(str(v)), DEFAULT_SEED, "Give an integer seed."),
         data_dir=data,
         out_root=out_root if out_root.is_absolute() else rootdir / out_root,
-        run_name=get("lceval_run", str, None, "Give a folder name."),
+        run_name=get("lceval_run", _run_name, None,
+                     "Give a plain folder name such as --lceval-run nightly-1."),
         store_path=store if store.is_absolute() else rootdir / store,
         chat_template=get("lceval_chat_template", _chat_choice, "auto",
                           "Use auto, on or off."),
         threshold=DEFAULT_THRESHOLD if default_threshold is None else default_threshold,
         task_thresholds=task_thresholds,
-        tasks=get("lceval_tasks", lambda v: _comma_list(v, str.strip), (),
+        tasks=get("lceval_tasks", lambda v: tuple(dict.fromkeys(_comma_list(v, str.strip))), (),
                   "Give a comma list of task names."),
-        dtype=get("lceval_dtype", str, "auto", "Use auto, float32, bfloat16 or float16."),
+        dtype=get("lceval_dtype", _dtype_choice, "auto",
+                  "Use auto, float32, bfloat16 or float16."),
         device=device,
-        batch_size=get("lceval_batch_size", _positive_int, 8, "Give e.g. --lceval-batch-size 4."),
+        batch_size=get("lceval_batch_size", lambda v: _positive_int(v, MAX_BATCH_SIZE), 8,
+                       "Give e.g. --lceval-batch-size 4."),
         threshold_explicit=default_threshold is not None,
         prior_knowledge_threshold=get(
             "lceval_prior_knowledge_threshold", _unit_score, DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD,
             "Give a fraction such as --prior-knowledge-threshold 0.5."),
         grid=grid,
+        ref_tokenizer=get("lceval_ref_tokenizer", _existing_path, None,
+                          "Give a tokenizer folder (e.g. a download of "
+                          "meta-llama/Llama-2-7b-hf), a tokenizer.json or a .gguf file."),
     )
 
 
@@ -299,7 +337,36 @@ def _existing_dir(text: str) -> Path:
     return path.resolve()
 
 
+def _existing_path(text: Any) -> Path:
+    path = Path(str(text)).expanduser()
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+    return path.resolve()
+
+
 def _chat_choice(text: str) -> str:
     if text not in CHAT_TEMPLATE_CHOICES:
         raise ValueError(f"choose one of {', '.join(CHAT_TEMPLATE_CHOICES)}")
     return text
+
+
+def _dtype_choice(text: str) -> str:
+    if text not in DTYPE_CHOICES:
+        raise ValueError(f"choose one of {', '.join(DTYPE_CHOICES)}")
+    return text
+
+
+def _device(text: str) -> str:
+    if not _DEVICE.fullmatch(str(text)):
+        raise ValueError("not a device name")
+    return str(text)
+
+
+def _run_name(text: str) -> str:
+    """A run folder's name: one path component, so runs stay side by side under --lceval-out
+    (where ``latest`` points at the newest)."""
+    name = str(text)
+    if name in (".", "..", "latest") or not _RUN_NAME.fullmatch(name):
+        raise ValueError("a run name is one folder name of letters, digits and _.+=@- "
+                         "(not 'latest')")
+    return name

@@ -3,11 +3,14 @@
 The store is the only module that knows about files and concurrency. Answers are keyed by
 (model fingerprint, request hash) and written before they are scored, so a crash loses nothing
 and a rerun, or another xdist worker, reuses them. Each row carries a checksum of its payload: a
-corrupted row is detected, dropped with a warning, and recomputed.
+corrupted row is detected, dropped with a warning, and recomputed. Damage to the file itself
+(pages SQLite cannot read) is repaired at start-up by ``store_repair``; met mid-run, it raises a
+``StoreError`` that names the file and says to rerun.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -17,11 +20,12 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from filelock import FileLock
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -41,17 +45,77 @@ CREATE TABLE IF NOT EXISTS shared (
 """
 
 
+_ANSWER_UPSERT = """
+INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT (fingerprint, request) DO UPDATE
+SET payload = excluded.payload, checksum = excluded.checksum, created = excluded.created
+WHERE excluded.created > answers.created
+"""
+_SHARED_UPSERT = """
+INSERT INTO shared VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE
+SET payload = excluded.payload, checksum = excluded.checksum, created = excluded.created
+WHERE excluded.created > shared.created
+"""
+
+
 class StoreCorruptionWarning(UserWarning):
     """A stored row failed its checksum or did not parse; it is recomputed."""
+
+
+class StoreError(RuntimeError):
+    """A store operation failed: the message names the file, and for damage says to rerun."""
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite found the file damaged: SQLITE_CORRUPT or SQLITE_NOTADB, which Python
+    raises as plain ``DatabaseError`` (locking, I/O and full disks raise subclasses)."""
+    return type(exc) is sqlite3.DatabaseError
 
 
 def _checksum(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
+def decoded(payload: str, checksum: str) -> tuple[bool, Any]:
+    """``(True, value)`` for a payload that matches its checksum and parses, else (False, None)."""
+    if _checksum(payload) == checksum:
+        try:
+            return True, json.loads(payload)
+        except json.JSONDecodeError:
+            pass
+    return False, None
+
+
+def _lenient_text(data: bytes) -> str:
+    """Text with bytes that are not UTF-8 replaced: garbage in a row then fails the row's
+    checksum, and is recomputed, instead of failing every query that meets it."""
+    return data.decode("utf-8", "replace")
+
+
+def lock_path(store_path: Path, name: str) -> Path:
+    """A lock file beside the store, shared by every process that uses the store."""
+    lock_dir = store_path.parent / "locks"
+    lock_dir.mkdir(exist_ok=True)
+    return lock_dir / f"{name}.lock"
+
+
+def _names_the_file(
+        method: Callable[Concatenate[Store, P], T]) -> Callable[Concatenate[Store, P], T]:
+    """SQLite errors name no file; a run that meets one mid-way must say which and what to do."""
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            hint = ("; rerun pytest: its start-up check moves the damaged file aside and "
+                    "salvages the readable answers into a new store") if is_damage(exc) else ""
+            raise StoreError(f"pytest-lceval store {self.path}: {exc}{hint}") from exc
+    return wrapper
+
+
 class Store:
     """One SQLite file shared by every process of a run, and by later runs."""
 
+    @_names_the_file
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,6 +128,7 @@ class Store:
         if db is None:
             # A long busy timeout instead of 'database is locked': writers queue, never fail.
             db = sqlite3.connect(self.path, timeout=120.0, isolation_level=None)
+            db.text_factory = _lenient_text
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
@@ -77,6 +142,7 @@ class Store:
 
     # -- answers -----------------------------------------------------------------------------
 
+    @_names_the_file
     def get_answers(self, fingerprint: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Stored payloads for the keys that have a sound row; corrupted rows are deleted."""
         wanted = list(dict.fromkeys(keys))
@@ -99,6 +165,7 @@ class Store:
                     found[request] = value
         return found
 
+    @_names_the_file
     def put_answers(self, fingerprint: str, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
         rows = []
         for key, value in items:
@@ -107,6 +174,7 @@ class Store:
         with self._transaction() as db:
             db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)", rows)
 
+    @_names_the_file
     def count_answers(self, fingerprint: str | None = None) -> int:
         db = self._connect()
         if fingerprint is None:
@@ -116,6 +184,7 @@ class Store:
 
     # -- shared values (cross-cell quantities computed once) ------------------------------
 
+    @_names_the_file
     def get_shared(self, key: str) -> Any | None:
         row = self._connect().execute(
             "SELECT payload, checksum FROM shared WHERE key = ?", (key,)
@@ -128,6 +197,7 @@ class Store:
                 db.execute("DELETE FROM shared WHERE key = ?", (key,))
         return value
 
+    @_names_the_file
     def put_shared(self, key: str, value: Any) -> None:
         payload = json.dumps(value, sort_keys=True)
         with self._transaction() as db:
@@ -147,9 +217,7 @@ class Store:
         stored = self.get_shared(key)
         if stored is not None:
             return decode(stored)
-        lock_dir = self.path.parent / "locks"
-        lock_dir.mkdir(exist_ok=True)
-        with FileLock(str(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")),
+        with FileLock(str(lock_path(self.path, hashlib.sha256(key.encode()).hexdigest()[:24])),
                       timeout=timeout):
             stored = self.get_shared(key)
             if stored is not None:
@@ -157,6 +225,17 @@ class Store:
             value = compute()
             self.put_shared(key, encode(value))
             return value
+
+    # -- repair ------------------------------------------------------------------------------
+
+    @_names_the_file
+    def restore(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Insert rows salvaged from a damaged store, answers (5 columns) and shared values
+        (4), checksums already verified; of two rows with one key the newer wins. One
+        transaction: a repair either completes or leaves the new store empty."""
+        with self._transaction() as db:
+            for row in rows:
+                db.execute(_ANSWER_UPSERT if len(row) == 5 else _SHARED_UPSERT, row)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -173,11 +252,9 @@ class Store:
 
     @staticmethod
     def _parse(payload: str, checksum: str, what: str) -> Any | None:
-        if _checksum(payload) == checksum:
-            try:
-                return json.loads(payload)
-            except json.JSONDecodeError:
-                pass
+        ok, value = decoded(payload, checksum)
+        if ok:
+            return value
         warnings.warn(f"pytest-lceval store: {what} is corrupted; it will be recomputed",
-                      StoreCorruptionWarning, stacklevel=3)
+                      StoreCorruptionWarning, stacklevel=4)  # past the wrapper
         return None

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_suite import SUITE, TOY_TASK
 
 import pytest_lceval
 
-TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
-SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="toy")
-
-
-def test_cell(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 SMALL = ["--lengths", "1k,2k", "--depths", "0,50", "--samples", "12", "-p", "no:randomly",
          "--lceval-threshold", "0"]
 """Four cells; threshold 0, so only the baseline criterion can fail a cell."""

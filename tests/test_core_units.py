@@ -117,17 +117,18 @@ def test_unknown_model_lists_known_specs() -> None:
         split_spec("hff:/x")
 
 
-def test_progress_is_silent_for_quick_cells_and_throttled_in_logs() -> None:
+def test_progress_in_a_log_waits_for_slow_cells_and_leaves_their_end_to_the_run_line() -> None:
     stream = io.StringIO()
-    quick = CellProgress("cell", stream, after=60.0)
+    quick = CellProgress("cell", stream, log_every=60.0)
     quick(1, 2, 100, 0.1)
+    quick(2, 2, 200, 0.2)
     assert stream.getvalue() == ""
-    slow = CellProgress("cell", stream, after=0.0, log_every=3600.0)
+    slow = CellProgress("cell", stream, log_every=0.0)
     slow(1, 4, 100, 0.5)
     slow(2, 4, 200, 1.0)
     slow(4, 4, 400, 2.0)
     assert stream.getvalue().splitlines() == ["cell: 1/4 cases, 200 tok/s",
-                                              "cell: 4/4 cases, 200 tok/s"]
+                                              "cell: 2/4 cases, 200 tok/s"]
 
 
 def test_help_imports_no_model_library(tmp_path: Path) -> None:

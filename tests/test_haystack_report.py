@@ -10,6 +10,7 @@ import pytest
 from pytest_lceval.haystack.figures import diagnostic_matrices, niah_grid
 from pytest_lceval.haystack.report import build_summary, icl_effective, summarize, write_reports
 from pytest_lceval.haystack.verdict import VALUES
+from pytest_lceval.report.findings import look_first
 from pytest_lceval.results import CellResult
 
 STREAMS = {0: ["a", "b", "c"], 1: ["c", "a", "b"]}
@@ -79,3 +80,15 @@ def test_reports_are_written(tmp_path: Path) -> None:
             "haystack-diagnostic-recall-3t1s.png"} <= names
     assert build_summary(CELLS)["rows"][0]["tests"] == 6
     assert any("pass rate 66.7%" in line for line in written.summary_lines)
+
+
+def test_look_first_names_the_fail_permutations_most_significant_first() -> None:
+    cells = [cell(task, perm) for perm in (0, 1) for task in ("a", "b", "c")]
+    cells[3].metrics["t"] = -math.inf  # a in permutation 1: a constant drop, the stronger FAIL
+    assert look_first(cells) == (
+        "Look first at: a-3t1s-p1-recall (FAIL, stream index 1, L-acc 60.0% vs S-acc 80.0%, "
+        "t -∞); a-3t1s-p0-recall (FAIL, stream index 0, L-acc 60.0% vs S-acc 80.0%, "
+        "t -3.00).")
+    passing = [c for c in cells if c.metrics["verdict"] != "FAIL"]
+    assert look_first(passing, limit=1).startswith("Nothing failed or dropped; lowest: "
+                                                   "b-3t1s-p0-recall (PASS, stream index 1,")

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from run_outputs import read_results
+from toy_suite import SUITE, TOY_TASK
 
+from pytest_lceval.longscore.base import ALL_CASES, N_THIRD, BaseAbility, length_weighted_mean
 from pytest_lceval.longscore.config import LongScoreSettings
 from pytest_lceval.longscore.criterion import UNDEFINED
 from pytest_lceval.longscore.summary import overall, task_rows
@@ -20,16 +22,6 @@ from pytest_lceval.stats import longscore, longscore_ci, stratified_mean
 from pytest_lceval.store import Store
 from pytest_lceval.verdicts import ThresholdCriterion
 
-TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
-SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="toy")
-
-
-def test_cell(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 # Base lengths 1k and 2k (N/3 = 1 case each per depth), long lengths 3k and 4k. (mock:grep
 # cannot see a needle in the prompt's last 400 characters, hence no 100 % depth.)
 GRID = ["--lengths", "1k,2k,3k,4k", "--depths", "0,25,50", "--samples", "3",
@@ -54,6 +46,17 @@ def test_base_weighs_each_length_equally() -> None:
     # (1.0 + 0.5 + 0.0) / 3, not the pooled mean of 7 cases (4/7).
     assert stratified_mean([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0], [0.0]]) == pytest.approx(0.5)
     assert math.isnan(stratified_mean([[], []]))
+
+
+def test_base_weighs_each_base_length_equally_over_its_depths() -> None:
+    # 2k has one depth stratum left (1.0), 4k two (0.0 and 1.0): 2k and 4k weigh the same.
+    strata = {"2k@0": [1.0], "4k@0": [0.0, 0.0], "4k@50": [1.0]}
+    assert length_weighted_mean(strata) == pytest.approx(0.75)
+    assert math.isnan(length_weighted_mean({"2k": []}))
+    base = BaseAbility(0.75, strata, rules={"2k": ALL_CASES, "4k": N_THIRD})
+    assert base.n == 4 and base.n_by_length() == {"2k": 1, "4k": 3}
+    assert base.describe() == (f"base ability 0.750 (N=4: 2k 1 ({ALL_CASES}), "
+                               f"4k 3 ({N_THIRD}))")
 
 
 def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible() -> None:
@@ -161,7 +164,10 @@ def test_base_is_computed_once_across_two_workers(suite: pytest.Pytester) -> Non
     rows = read_results(suite, "x")
     assert {row["metrics"]["longscore_role"] for row in rows} == {"long"}
     base_requests = sum(row["metrics"]["longscore_base_requests"] for row in rows)
-    assert base_requests == 2 * 3 * 1
+    assert base_requests == 2 * 3 * 1  # no base cell in the run: N/3 = 1 case per stratum
+    assert {row["metrics"]["longscore_base_rules"] for row in rows} == \
+        {f"1k:{N_THIRD},2k:{N_THIRD}"}
+    assert {row["metrics"]["longscore_base_n"] for row in rows} == {6}
     assert {row["metrics"]["longscore_base"] for row in rows} == {1.0}
     store = Store(suite.path / ".lceval" / "store.sqlite")
     asked = sum(row["model_requests"] for row in rows) + base_requests
@@ -175,10 +181,16 @@ def test_base_cells_of_the_run_are_reused(suite: pytest.Pytester) -> None:
     rows = read_results(suite, "r")
     base_rows = [r for r in rows if r["metrics"]["longscore_role"] == "base"]
     assert len(base_rows) == 6 and all(r["metrics"]["longscore_base"] == 1.0 for r in base_rows)
-    # The base is computed when the first cell (1k, depth 0) is judged: its case is in the
-    # store, the other five strata's are asked once, and the cells that run later find them.
+    # The base is computed when the first cell (1k, depth 0) is judged: its 3 cases are in the
+    # store, the other five strata's 3 each are asked once, and the cells that run later find
+    # them. The run has the base cells, so the base takes every case of them, not N/3.
     base_requests = sum(r["metrics"]["longscore_base_requests"] for r in rows)
-    assert base_requests == 5
+    assert base_requests == 5 * 3
+    assert {r["metrics"]["longscore_base_n"] for r in rows} == {18}
+    assert {r["metrics"]["longscore_base_n_by_length"] for r in rows} == {"1k:9,2k:9"}
+    assert {r["metrics"]["longscore_base_rules"] for r in rows} == \
+        {f"1k:{ALL_CASES},2k:{ALL_CASES}"}
+    assert all(r["metrics"]["longscore_n"] == r["n"] == 3 for r in rows)
     store = Store(suite.path / ".lceval" / "store.sqlite")
     assert store.count_answers() == sum(r["model_requests"] for r in rows) + base_requests
     store.close()
@@ -196,7 +208,7 @@ def test_long_cells_fail_on_longscore_not_on_the_default_threshold(
     outcome.stdout.fnmatch_lines([
         "*toy at 1k: score 0.000*< threshold 0.500*",
         "*toy at 3k: LongScore -100.0% (95% CI *) < minimum -20%: score 0.000 (N=3) at 3k "
-        "against base ability 0.667 (N=6 over 1k@0,1k@25,1k@50,2k@0,2k@25,2k@50)*"])
+        "against base ability 0.667 (N=18: 1k 9, 2k 9; all cases of the run's cells)*"])
     rows = {(r["length"], r["depth"]): r for r in read_results(suite, "m")}
     assert [j["criterion"] for j in rows[(3072, 50.0)]["judgements"]] == ["longscore"]
     assert rows[(3072, 0.0)]["metrics"]["longscore"] == pytest.approx(50.0)

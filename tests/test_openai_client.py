@@ -174,11 +174,18 @@ def test_rank_reads_top_logprobs_when_offered(server: FakeServer) -> None:
     assert server.requests("/completions")[1].body["max_tokens"] == 1
 
 
-def test_rank_bounds_options_outside_the_top_k(server: FakeServer) -> None:
-    server.answer = lambda request: completion(" the", {" the": -0.1, " positive": -2.0})
+def test_rank_leaves_options_outside_the_top_k_unscored(server: FakeServer) -> None:
+    server.answer = lambda request: completion(" the", {" the": -0.1, " neutral": -2.0})
     ranking = rank(backend(server))
     assert ranking.method == topk_rank.BOUNDED
-    assert ranking.logprobs == (-2.0, -2.0, -2.0) and not ranking.top_in_options
+    assert ranking.logprobs == (None, None, -2.0) and not ranking.top_in_options
+    assert OPTIONS[ranking.choice] == "neutral"  # exact: the others are below -2.0
+
+
+def test_rank_with_no_option_in_the_top_k_is_no_prediction(server: FakeServer) -> None:
+    server.answer = lambda request: completion(" the", {" the": -0.1, " a": -2.0})
+    ranking = rank(backend(server))
+    assert ranking.logprobs == (None, None, None) and ranking.choice is None
 
 
 def test_rank_without_logprobs_falls_back_to_generate_match_loudly(server: FakeServer) -> None:
@@ -194,13 +201,15 @@ def test_rank_without_logprobs_falls_back_to_generate_match_loudly(server: FakeS
     second = server.requests("/completions")[1].body
     assert "logprobs" not in second and second["max_tokens"] == openai_api.MATCH_TOKENS
     assert "generate-match" in model.describe()["rank"]
+    server.answer = lambda request: completion(" Maybe")
+    assert rank(model).choice is None  # no option matched: no prediction, not option 0
 
 
 def test_rank_in_chat_mode_reads_chat_logprobs(server: FakeServer) -> None:
     server.answer = lambda request: chat("positive", {"positive": -0.1, "negative": -2.3})
     model = backend(server, "chat")
     ranking = rank(model)
-    assert ranking.logprobs[:2] == (-0.1, -2.3) and ranking.method == topk_rank.BOUNDED
+    assert ranking.logprobs == (-0.1, -2.3, None) and ranking.method == topk_rank.BOUNDED
     body = server.requests("/chat/completions")[0].body
     assert body["logprobs"] is True and body["top_logprobs"] == openai_api.TOP_K
 
@@ -208,7 +217,9 @@ def test_rank_in_chat_mode_reads_chat_logprobs(server: FakeServer) -> None:
 def test_generate_match_prefers_the_longest_matching_option() -> None:
     ranking = topk_rank.rank_by_match("Not sure", ("Not", "Not sure", "Yes"), 5)
     assert ranking.choice == 1 and ranking.method == topk_rank.GENERATE_MATCH
-    assert not topk_rank.rank_by_match("maybe", ("yes", "no"), 5).top_in_options
+    assert ranking.logprobs == (None, 0.0, None)
+    unmatched = topk_rank.rank_by_match("maybe", ("yes", "no"), 5)
+    assert not unmatched.top_in_options and unmatched.choice is None
 
 
 def test_top_k_pools_spellings_of_one_token() -> None:
@@ -308,7 +319,8 @@ def test_bad_serving_options_are_usage_errors(pytester: pytest.Pytester, args: l
 def test_header_names_the_endpoint_without_credentials(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(): pass")
     result = pytester.runpytest("--model", "openai:m", "--lceval-base-url",
-                                "http://user:pw@127.0.0.1:9/v1", "--lceval-concurrency", "6")
+                                "http://user:pw@127.0.0.1:9/v1", "--lceval-concurrency", "6",
+                                "--collect-only")  # no server: a real run stops at its check
     result.stdout.fnmatch_lines(["lceval: openai endpoint=http://***@127.0.0.1:9/v1 mode=auto "
                                  "concurrency=6 *"])
     assert "pw@" not in result.stdout.str()

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from run_outputs import read_results
+from toy_suite import SUITE, TOY_TASK
 
-TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
-SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="toy")
-
-
-def test_cell(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 SMALL = ["--lengths", "256,512", "--depths", "0,50,100", "--samples", "3", "-p", "no:randomly"]
 
 

@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import csv
 import html
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 from test_baseline import DEGRADED, GOOD, SMALL, make_suite, save_base
+from test_haystack_report import CELLS as HAYSTACK_CELLS
 
+from pytest_lceval.grid import parse_length
+from pytest_lceval.haystack.report import write_reports
+from pytest_lceval.longscore.summary import write_summaries
+from pytest_lceval.report import heatmaps
 from pytest_lceval.report.badge import FAIL_COLOUR, PASS_COLOUR
-from pytest_lceval.report.html import assign_artifacts, clip
-from pytest_lceval.report.summary import cell_label
+from pytest_lceval.report.findings import look_first, skip_reasons, worst_cells
+from pytest_lceval.report.html import (
+    assign_artifacts,
+    clip,
+    csv_html,
+    rounded,
+    score_table_html,
+    skips_html,
+    suite_sections,
+)
+from pytest_lceval.report.summary import cell_label, summarize
+from pytest_lceval.results import CellResult
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 ONE_PIXEL_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKm"
@@ -27,7 +45,8 @@ import pytest
 @pytest.hookimpl
 def pytest_lceval_session_finish(config, run_dir, results):
     # Stand-ins for the Task Haystack and LongScore outputs, found by file-name prefix.
-    (run_dir / "haystack-toy-diagnostic.md").write_text("| task | 0% |\\n| a | <b>x</b> |\\n")
+    (run_dir / "haystack-toy-diagnostic.md").write_text(
+        "# Diagnostic\\n\\n| task | 0% |\\n|---|---|\\n| a | <b>x</b> |\\n")
     (run_dir / "haystack-niah.png").write_bytes(base64.b64decode("{ONE_PIXEL_PNG}"))
     (run_dir / "longscore-longbench100.csv").write_text("length,LC\\n8k,-12.5\\n")
 """
@@ -92,8 +111,10 @@ def test_html_report_with_n_2_has_cell_extras_and_suite_sections(
     page = report.read_text(encoding="utf-8")
     assert "<h2>Suite toy</h2>" in page and "Comparison with baseline base" in page
     assert 'alt="heatmap-toy-toy.png"' in page and 'alt="badge.svg"' in page
-    assert "<h4>haystack-toy-diagnostic.md</h4><pre>| task | 0% |" in page
-    assert "&lt;b&gt;x&lt;/b&gt;" in page  # markdown from the run folder is escaped too
+    # markdown from the run folder is rendered, its tables as tables, its markup escaped
+    assert "<h4>haystack-toy-diagnostic.md</h4><div class=\"md scroll\"><h1>Diagnostic</h1>" \
+        in page
+    assert "<td>a</td>\n<td>&lt;b&gt;x&lt;/b&gt;</td>" in page
     assert "<h2>Task Haystack</h2>" in page and 'alt="haystack-niah.png"' in page
     assert "<h2>LongScore</h2>" in page and "<td>8k</td><td>-12.5</td>" in page
 
@@ -130,3 +151,159 @@ def test_clip_and_labels() -> None:
     assert clip("a" * 30, 10) == "aaaaa\n[... 20 characters ...]\naaaaa"
     assert cell_label("suites/test_recall.py::test_recall[json_kv-8k-50]") == "json_kv-8k-50"
     assert cell_label("t.py::test_plain") == "test_plain"
+
+
+# -- what to look at first, skip reasons, tables and figures made to be read -----------------
+
+
+def cell(label: str, score: float, outcome: str = "passed", reason: str = "",
+         depth: float | None = 50.0, **metrics: Any) -> CellResult:
+    """A recall-like cell from its parameter id 'task-length[-depth]'."""
+    task, length = label.split("-")[:2]
+    result = CellResult(nodeid=f"suites/test_recall.py::test_recall[{label}]", suite="recall",
+                        task=task, length=parse_length(length), depth=depth, extra={},
+                        model="mock:grep", fingerprint="f", seed=42, source="fixtures",
+                        score=score, outcome=outcome, reason=reason)
+    result.metrics = dict(metrics)
+    return result
+
+
+def test_look_first_names_failed_cells_then_longscore_drops_then_the_rest() -> None:
+    cells = [cell("json_kv-1k-0", 1.0), cell("json_kv-2k-50", 0.25, "failed"),
+             cell("json_kv-4k-50", 0.5, longscore_role="long", longscore=-40.0),
+             cell("json_kv-4k-0", 0.0, "failed"), cell("json_kv-8k-0", math.nan, "skipped"),
+             cell("json_kv-8k-50", 0.375, "failed", longscore_role="long", longscore=-62.5)]
+    assert look_first(cells) == (
+        "Look first at: json_kv-8k-50 (FAIL, LongScore -62.5%, score 37.5%); json_kv-4k-0 "
+        "(FAIL, score 0.0%); json_kv-2k-50 (FAIL, score 25.0%); and 1 more.")
+    assert [f.result.nodeid[-14:] for f in worst_cells(cells)][-1] == "[json_kv-1k-0]"
+    assert look_first(cells[:1] + cells[2:3]) == (
+        "Look first at: json_kv-4k-50 (LongScore -40.0%, score 50.0%).")
+    assert look_first([cell("a-1k-0", 0.9), cell("a-2k-0", 0.6), cell("a-4k-0", 1.0)],
+                      limit=1) == "Nothing failed or dropped; lowest: a-2k-0 (score 60.0%)."
+    assert look_first(cells[4:5]) == ("Look first at the skip reasons: no cell was measured "
+                                      "(1 skipped).")
+
+
+def test_skip_reasons_are_grouped_most_common_first_and_shown_per_suite() -> None:
+    window = "cell length 8192 tokens exceeds the model's context window of 5000 tokens"
+    cells = [cell(f"t{i}-8k-0", math.nan, "skipped", window) for i in range(8)]
+    cells += [cell("q-1k", math.nan, "skipped", "all cases excluded <prior knowledge>", None),
+              cell("t0-1k-0", 1.0)]
+    assert [(g.reason, len(g.cells)) for g in skip_reasons(cells)] == [
+        (window, 8), ("all cases excluded <prior knowledge>", 1)]
+    html_text = skips_html(cells)
+    assert "<h3>Skipped cells</h3>" in html_text
+    assert (f"<td>{html.escape(window)}</td><td class=\"num\">8</td><td>t0-8k-0, t1-8k-0, "
+            "t2-8k-0, t3-8k-0, t4-8k-0, t5-8k-0 and 2 more</td>") in html_text
+    assert "all cases excluded &lt;prior knowledge&gt;" in html_text
+    assert skips_html(cells[-1:]) == ""
+
+
+def test_score_table_of_cells_without_depth_is_rounded_and_marks_fail_and_skip(
+        tmp_path: Path) -> None:
+    cells = [cell("kv_retrieval-2k", 2 / 3, depth=None),
+             cell("kv_retrieval-4k", 0.125, "failed", depth=None),
+             cell("counting_stars-2k", 1.0, depth=None),
+             cell("counting_stars-4k", math.nan, "skipped", "too long <4k>", depth=None),
+             cell("json_kv-2k-50", 0.0)]
+    table = score_table_html(cells)
+    assert "<th>task</th><th>2k score (%)</th><th>4k score (%)</th>" in table
+    assert ("<tr><td>counting_stars</td><td class=\"num\">100.0</td><td class=\"num\">"
+            "<span class=\"skipped\" title=\"too long &lt;4k&gt;\">skip</span></td></tr>") in table
+    assert ("<tr><td>kv_retrieval</td><td class=\"num\">66.7</td>"
+            "<td class=\"num\">12.5 (FAIL)</td></tr>") in table
+    assert "json_kv" not in table  # depth cells have their heatmaps
+    assert score_table_html(cells[-1:]) == ""
+    heatmaps.pytest_lceval_session_finish(config=None, run_dir=tmp_path,  # type: ignore[arg-type]
+                                          results=cells)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heatmap-recall-json_kv.png",
+                                                          "heatmap-recall.png"]
+
+
+def test_csv_tables_are_rounded_and_fit_the_page(tmp_path: Path) -> None:
+    write_reports(tmp_path, HAYSTACK_CELLS)  # the Task Haystack resamples table
+    with (tmp_path / "haystack-resamples.csv").open(newline="") as handle:
+        page = csv_html("haystack-resamples.csv", list(csv.reader(handle)))
+    assert ("<p class='muted'>Every row: setting recall, length_setting 3t1s, n_task 3, n_shot 1, "
+            "l_acc 0.6, test_size 4, prompt_tokens_mean 1000, t -3.0, p 0.01</p>") in page
+    assert '<div class="scroll"><table class="lc data"><tr><th>task</th><th>permutation</th>' \
+           "<th>stream_index</th><th>depth</th><th>resample</th><th>s_acc</th><th>verdict</th>" \
+           "<th>test</th></tr><tr class=\"fail\"><td>a</td><td>0</td><td>0</td><td>0.0</td>" \
+           "<td>0</td><td>0.8</td><td>FAIL</td><td>a-3t1s-p0-recall</td></tr>" in page
+    tests = re.findall(r"<tr( class=\"fail\")?><td>.*?<td>([^<]*)</td></tr>", page)
+    assert [test for _, test in tests][:7] == ["a-3t1s-p0-recall"] * 3 + ["a-3t1s-p1-recall"] * 3 \
+        + ["b-3t1s-p0-recall"]  # FAIL rows first
+    assert [bool(fail) for fail, _ in tests] == [True] * 6 + [False] * 12
+    assert "<td>0.85</td>" in page and "0.8500000000000001" not in page
+    assert [rounded(v) for v in ("0.75", "-0.9999999999999999", "33.333333333336", "0.0",
+                                 "5000", "nan", "PASS", "-0.6546536707079771")] == [
+        "0.75", "-1.0", "33.3", "0.0", "5000", "nan", "PASS", "-0.655"]
+
+
+@pytest.mark.parametrize("lengths, rows", [(1, 1), (2, 5), (6, 3)])
+def test_heatmap_title_stays_clear_of_axis_labels(lengths: int, rows: int) -> None:
+    model = "hf:/home/someone/checkpoints/llama-3.1-8b-instruct-rope-extended-128k-final"
+    figure = heatmaps.heatmap_figure([1024 * 2**i for i in range(lengths)],
+                                     [f"{25 * i}%" for i in range(rows)],
+                                     [[0.5] * lengths for _ in range(rows)],
+                                     "depth of key information", "niah_multikey_3 (recall)",
+                                     model)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    [axes, _colorbar] = figure.axes
+    title = axes.title.get_window_extent(renderer)
+    page = figure.bbox
+    assert page.x0 <= title.x0 and title.x1 <= page.x1 and title.y1 <= page.y1
+    for label in [axes.yaxis.label, *axes.get_yticklabels(), axes.xaxis.label]:
+        assert not title.overlaps(label.get_window_extent(renderer)), label.get_text()
+    assert axes.get_title().split("\n") == ["niah_multikey_3 (recall)",
+                                            "hf:/home/someone/checkpoints/…ruct-rope-extended"
+                                            "-128k-final"]
+    plt.close(figure)
+
+
+def test_html_report_shows_look_first_skip_reasons_and_skipped_rows(
+        suite: pytest.Pytester) -> None:
+    report = suite.path / "report.html"
+    suite.runpytest("--model", "mock:grep?miss=40-60&window=1500", "--lengths", "1k,2k",
+                    "--depths", "0,50", "--samples", "4", f"--html={report}"
+                    ).assert_outcomes(passed=1, failed=1, skipped=2)
+    page = report.read_text(encoding="utf-8")
+    assert '<p class="look-first">Look first at: toy-1k-50 (FAIL, score 0.0%).</p>' in page
+    reason = "cell length 2048 tokens exceeds the model's context window of 1500 tokens"
+    assert (f"<td>{html.escape(reason)}</td><td class=\"num\">2</td><td>toy-2k-0, toy-2k-50"
+            "</td>") in page
+    rows = {nodeid: entry["resultsTableRow"][2] for nodeid, [entry] in html_tests(report).items()}
+    assert rows["test_suite.py::test_cell[toy-2k-0]"] == \
+        f'<td class="col-score">skipped: {html.escape(reason)}</td>'
+    assert rows["test_suite.py::test_cell[toy-1k-0]"] == '<td class="col-score">1.000</td>'
+
+
+def test_longbench100_section_has_look_first_score_table_figures_and_longscore_table(
+        tmp_path: Path) -> None:
+    base = {"longscore_base": 0.75, "longscore_window": 8192, "longscore_floor": 0.05}
+    cells = [
+        cell("kv_retrieval-2k", 0.75, depth=None, longscore_role="base", **base),
+        cell("kv_retrieval-4k", 0.375, "failed", depth=None, longscore_role="long",
+             longscore=-50.0, longscore_ci_low=-75.0, longscore_ci_high=-25.0, **base),
+        cell("kv_retrieval-8k", math.nan, "skipped", "too long for the window", depth=None),
+    ]
+    for result in cells:
+        result.suite = "longbench100"
+    heatmaps.pytest_lceval_session_finish(config=None, run_dir=tmp_path,  # type: ignore[arg-type]
+                                          results=cells)
+    write_summaries(tmp_path, cells, "2k", None)
+    [section] = suite_sections(tmp_path, summarize("run", cells), cells)
+    assert ('<p class="look-first">Look first at: kv_retrieval-4k (FAIL, LongScore -50.0%, '
+            "score 37.5%).</p>") in section
+    assert "<td>too long for the window</td><td class=\"num\">1</td>" in section
+    assert '<td>kv_retrieval</td><td class="num">75.0</td><td class="num">37.5 (FAIL)</td>' \
+        in section
+    assert 'alt="heatmap-longbench100.png"' in section and 'alt="longscore-longbench100.png"' \
+        in section
+    # LongScore's Table 7 layout, from its markdown, as HTML tables; its CSV only named
+    assert "<td>kv_retrieval</td>\n<td>75.0</td>\n<td>37.5</td>\n<td>-50.0</td>\n" \
+           "<td>-50.0 [-75.0, -25.0]</td>" in section
+    assert "The same table for scripts: longscore-longbench100.csv" in section
+    assert "<th>suite</th>" not in section

@@ -5,25 +5,15 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_openai import FakeServer, Reply, Seen, default_answer
+from toy_suite import SUITE, TOY_TASK
 
 KEY = "sk-proj-Zq9f3c1e7a5b2d4c6e8a0b1c2d3e4f5a6bXw"
 FRAGMENT = KEY[8:24]
 """A piece of the key: catches a key that leaks truncated or split."""
-TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
-SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="toy")
-
-
-def test_cell(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 
 
 def answer(request: Seen) -> Reply:

@@ -42,6 +42,8 @@ class FakeLLM:
     """Records what the backend asks of vllm.LLM and answers in RequestOutput's shape."""
 
     made: list[FakeLLM] = []
+    extra_top: dict[int, float] = {}
+    """Token ids the next rank answers add to their top-k (log-probabilities)."""
 
     def __init__(self, **kwargs: Any) -> None:
         from transformers import AutoTokenizer
@@ -63,6 +65,8 @@ class FakeLLM:
         for prompt in prompts:
             ids = prompt["prompt_token_ids"]
             top = {ids[-1]: SimpleNamespace(logprob=-0.5), 7: SimpleNamespace(logprob=-1.5)}
+            top.update({token: SimpleNamespace(logprob=value)
+                        for token, value in FakeLLM.extra_top.items()})
             outputs.append(SimpleNamespace(outputs=[SimpleNamespace(
                 text="Paris.\nmore", token_ids=[1, 2, 3], logprobs=[top])]))
         return outputs
@@ -76,6 +80,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
     module.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "vllm", module)
     FakeLLM.made.clear()
+    FakeLLM.extra_top = {}
     yield module
 
 
@@ -94,7 +99,7 @@ def test_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:
     kwargs = FakeLLM.made[0].kwargs
     assert kwargs["enable_prefix_caching"] is True and kwargs["tensor_parallel_size"] == 2
     assert kwargs["dtype"] == "float32" and kwargs["gpu_memory_utilization"] == 0.4
-    assert kwargs["max_logprobs"] >= topk_rank_k()
+    assert kwargs["max_logprobs"] == topk_rank_k() == 100  # the reference's logprobs=100
     facts = backend.describe()
     assert facts["engine"] == "vllm 0.0-fake" and facts["prefix_caching"] == "on"
     assert backend.context_window == 8192
@@ -134,8 +139,23 @@ def test_rank_reads_option_token_logprobs(fake_vllm: types.ModuleType, smollm2: 
     assert params.max_tokens == 1 and params.logprobs == topk_rank_k()
     assert sent[0]["prompt_token_ids"] == text.prompt_ids("Review: fine.\n") + \
         text.encode("Answer:")
-    assert 7 not in first  # the fake's top-2 holds neither option: both get the bound
-    assert ranking.method == topk_rank.BOUNDED and ranking.logprobs == (-1.5, -1.5)
+    assert 7 not in first  # the fake's top-2 holds neither option
+    assert ranking.method == topk_rank.BOUNDED and ranking.logprobs == (None, None)
+    assert ranking.choice is None  # no prediction, not option 0
+
+
+def test_rank_scores_the_options_in_the_top_k_and_leaves_out_the_rest(
+        fake_vllm: types.ModuleType, smollm2: Path) -> None:
+    backend = load_backend(f"vllm:{smollm2}", LoadOptions())
+    options = ("positive", "negative")
+    first = backend.text.option_ids("Answer:", options)
+    FakeLLM.extra_top = {first[1]: -3.0}
+    ranking = backend.rank([RankRequest("Review: fine.\n", "Answer:", options)])[0]
+    assert ranking.logprobs == (None, -3.0) and ranking.choice == 1
+    assert ranking.method == topk_rank.BOUNDED
+    FakeLLM.extra_top = {first[0]: -4.0, first[1]: -3.5}
+    ranking = backend.rank([RankRequest("Review: bad.\n", "Answer:", options)])[0]
+    assert ranking.logprobs == (-4.0, -3.5) and ranking.method == topk_rank.LOGPROBS
 
 
 def test_fingerprint_includes_the_engine_version(fake_vllm: types.ModuleType,
@@ -159,7 +179,6 @@ def test_real_engine_matches_the_hf_backend(smollm2: Path) -> None:
                        ("Yes", "No"))
     engine_rank, local_rank = engine.rank([rank])[0], local.rank([rank])[0]
     assert engine_rank.choice == local_rank.choice
-    floor = min(engine_rank.logprobs)
     for engine_value, local_value in zip(engine_rank.logprobs, local_rank.logprobs, strict=True):
-        if engine_rank.method == topk_rank.LOGPROBS or engine_value > floor:  # not a bound
+        if engine_value is not None:  # None: outside the top 100
             assert engine_value == pytest.approx(local_value, abs=0.05)

@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..data import DataError, read_jsonl
+
 CONFIG_FILE = "config.json"
 TEST_FILE = "test.jsonl"
 MAX_RESAMPLES = 5
@@ -75,7 +77,7 @@ TASK_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
-class TaskDataError(ValueError):
+class TaskDataError(DataError):
     """A task folder is missing or malformed; the message names the file and the fix."""
 
 
@@ -129,13 +131,17 @@ def _load_task(root: Path, name: str) -> LliclTask:
     config = _read_json(folder / CONFIG_FILE)
     try:
         options = tuple(str(option) for option in config["options"])
+        demonstration_prompt = config["demonstration_prompt"]
+        # Every row must fill the templates; read_jsonl names a row that cannot, by its line.
+        fields = {f for _, f, _, _ in string.Formatter().parse(demonstration_prompt) if f}
         task = LliclTask(
             name=name, options=options, instruction=config["instruction"],
             instruction_2=config.get("instruction_2") or config["instruction"],
-            demonstration_prompt=config["demonstration_prompt"],
+            demonstration_prompt=demonstration_prompt,
             inference_prompt=config["inference_prompt"],
-            train_sets=tuple(_read_jsonl(folder / train_file(r)) for r in range(MAX_RESAMPLES)),
-            test=_read_jsonl(folder / TEST_FILE), folder=folder,
+            train_sets=tuple(_read_rows(folder / train_file(r), fields)
+                             for r in range(MAX_RESAMPLES)),
+            test=_read_rows(folder / TEST_FILE, fields), folder=folder,
         )
     except KeyError as exc:
         raise TaskDataError(f"{folder / CONFIG_FILE} lacks the key {exc}") from None
@@ -144,20 +150,12 @@ def _load_task(root: Path, name: str) -> LliclTask:
 
 
 def _validate(task: LliclTask) -> None:
-    """Options must be distinct and every row must fill the templates. Labels outside the
-    options are kept as they are (the public scierc data spells one 'Hypohym Of'): such test
-    cases can never be predicted, exactly as in the reference implementation."""
+    """Options must be distinct. Labels outside the options are kept as they are (the public
+    scierc data spells one 'Hypohym Of'): such test cases can never be predicted, exactly as in
+    the reference implementation."""
     if len(set(task.options)) != len(task.options) or len(task.options) < 2:
         raise TaskDataError(f"task {task.name}: options {list(task.options)} must be 2 or more "
                             f"distinct labels")
-    fields = {f for _, f, _, _ in string.Formatter().parse(task.demonstration_prompt) if f}
-    for source, rows in [*((train_file(r), rows) for r, rows in enumerate(task.train_sets)),
-                         (TEST_FILE, task.test)]:
-        for number, row in enumerate(rows, start=1):
-            missing = fields - set(row)
-            if missing:
-                raise TaskDataError(f"{task.folder / source} line {number} lacks "
-                                    f"{sorted(missing)}, which {CONFIG_FILE} templates use")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -170,12 +168,11 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _read_jsonl(path: Path) -> tuple[Mapping[str, str], ...]:
+def _read_rows(path: Path, fields: set[str]) -> tuple[Mapping[str, str], ...]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return tuple(json.loads(line) for line in lines if line.strip())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TaskDataError(f"cannot read {path}: {exc}") from None
+        return read_jsonl(path, fields)
+    except DataError as exc:
+        raise TaskDataError(str(exc)) from None
 
 
 def available_tasks(root: Path) -> list[str]:

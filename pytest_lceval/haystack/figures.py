@@ -2,7 +2,10 @@
 red = FAIL (-1), white = PASS (0), blue = EXCEL (+1), grey = no test there.
 
 - NIAH-style heatmap: x = length setting, labelled with its measured context length; y = depth
-  bins of the test task's stream position; colour = mean verdict.
+  bins of the test task's stream position, as the reference notebook bins them
+  (playground/analysis_niath.ipynb: ``np.array_split`` of the stream positions into 8 bins, so 2
+  positions a bin for 16 tasks, rows labelled with the depth of each bin's last position: 6 %,
+  19 %, ..., 94 %); colour = mean verdict.
 - Diagnostic report: task x stream-index matrix (grey where a task never sat at that index in
   the sampled permutations), row means (by task) at the right, column means (by index) below,
   and one strip per permutation at the bottom.
@@ -15,10 +18,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..report.heatmaps import MIN_WIDTH, short_model
 from ..results import CellResult
 
 GREY = "#bdbdbd"
-MAX_DEPTH_BINS = 10
+DEPTH_BINS = 8
+"""Rows of the NIAH heatmap (the reference's 8 bins; fewer when the stream is shorter)."""
 
 
 def _plt() -> Any:
@@ -47,16 +52,36 @@ def niah_grid(cells: list[CellResult]) -> tuple[list[str], list[str], list[list[
         by_length[cell.metrics["length_setting"]].append(cell)
     tokens = {k: _mean([c.input_tokens_mean for c in group]) for k, group in by_length.items()}
     lengths = sorted(by_length, key=tokens.__getitem__)
-    bins = min(MAX_DEPTH_BINS, max(c.metrics["n_task"] for c in cells))
+    sizes = {c.metrics["n_task"] for c in cells}
+    bins = min(DEPTH_BINS, max(sizes))
     values: list[list[list[float]]] = [[[] for _ in lengths] for _ in range(bins)]
     for column, length in enumerate(lengths):
         for cell in by_length[length]:
-            depth = cell.depth if cell.depth is not None else 100.0
-            row = min(int(depth / 100.0 * bins), bins - 1)
+            row = depth_bins(cell.metrics["n_task"], bins)[cell.metrics["stream_index"]]
             values[row][column].append(cell.metrics["verdict_value"])
     columns = [f"{k}\n{tokens[k]:.0f} tok" for k in lengths]  # the mean Lifelong prompt
-    rows = [f"{100 * b / bins:.0f}-{100 * (b + 1) / bins:.0f}%" for b in range(bins)]
+    if len(sizes) == 1:  # the depth of each bin's last stream position, as the reference
+        size = sizes.pop()
+        last = {row: index for index, row in enumerate(depth_bins(size, bins))}
+        rows = [f"{round(100 * last[b] / size)}%" for b in range(bins)]
+    else:  # streams of several sizes share the rows: label the share of the stream
+        rows = [f"{100 * b / bins:.0f}-{100 * (b + 1) / bins:.0f}%" for b in range(bins)]
     return columns, rows, [[_mean(v) for v in row] for row in values]
+
+
+def depth_bins(size: int, bins: int) -> list[int]:
+    """The row of each stream position 0..size-1: ``np.array_split`` of the positions into
+    ``bins`` nearly equal runs (the first ones one longer when ``bins`` does not divide); a
+    stream shorter than ``bins`` (beside longer ones) spreads its positions over the rows."""
+    import numpy as np
+
+    if size < bins:
+        return [index * bins // size for index in range(size)]
+    rows = [0] * size
+    for row, chunk in enumerate(np.array_split(np.arange(size), bins)):
+        for index in chunk:
+            rows[int(index)] = row
+    return rows
 
 
 def draw_niah(cells: list[CellResult], path: Path) -> Path:
@@ -65,7 +90,8 @@ def draw_niah(cells: list[CellResult], path: Path) -> Path:
     plt = _plt()
     columns, rows, grid = niah_grid(cells)
     data = np.ma.masked_invalid(np.array(grid, dtype=float))
-    figure, axes = plt.subplots(figsize=(2.0 + 1.3 * len(columns), 1.5 + 0.4 * len(rows)))
+    figure, axes = plt.subplots(figsize=(max(MIN_WIDTH, 2.0 + 1.3 * len(columns)),
+                                         1.5 + 0.4 * len(rows)), layout="constrained")
     image = axes.imshow(data, cmap=_colormap(), vmin=-1, vmax=1, aspect="auto")
     for r, row in enumerate(grid):
         for c, value in enumerate(row):
@@ -76,8 +102,8 @@ def draw_niah(cells: list[CellResult], path: Path) -> Path:
     axes.set_xlabel("length setting (tasks x shots) and measured context length")
     axes.set_ylabel("depth of the test task in the stream")
     first = cells[0]
-    axes.set_title(f"Task Haystack ({first.metrics['setting']}) - {first.model}\n"
-                   "red fail, white pass, blue excel", fontsize=9)
+    axes.set_title(f"Task Haystack ({first.metrics['setting']}): red fail, white pass, blue "
+                   f"excel\n{short_model(first.model)}", fontsize=9, pad=8)
     figure.colorbar(image, ax=axes, label="mean verdict")
     return _save(figure, path)
 
@@ -108,7 +134,8 @@ def draw_diagnostic(cells: list[CellResult], path: Path) -> Path:
     plt = _plt()
     m = diagnostic_matrices(cells)
     n_tasks, size, n_perms = len(m["tasks"]), len(m["by_index"]), len(m["permutations"])
-    figure = plt.figure(figsize=(3.5 + 0.35 * size, 2.0 + 0.3 * (n_tasks + n_perms + 1)))
+    figure = plt.figure(figsize=(max(MIN_WIDTH, 3.5 + 0.35 * size),
+                                 2.0 + 0.3 * (n_tasks + n_perms + 1)))
     grid = figure.add_gridspec(3, 2, width_ratios=[size, 1.2], wspace=0.05, hspace=0.15,
                                height_ratios=[n_tasks, 1, n_perms])
     cmap = _colormap()
@@ -127,8 +154,8 @@ def draw_diagnostic(cells: list[CellResult], path: Path) -> Path:
     show(main, m["main"], None, m["tasks"])
     first = cells[0]
     main.set_title(f"Task Haystack diagnostic ({first.metrics['setting']}, "
-                   f"{first.metrics['length_setting']}) - {first.model}; grey = never there",
-                   fontsize=9)
+                   f"{first.metrics['length_setting']}); grey = never there\n"
+                   f"{short_model(first.model)}", fontsize=9, pad=8)
     right = figure.add_subplot(grid[0, 1])
     show(right, [[v] for v in m["by_task"]], ["task\nmean"], [""] * n_tasks)
     right.set_yticks([])

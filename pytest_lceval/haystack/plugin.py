@@ -20,6 +20,7 @@ from ..plugin import SETTINGS
 from ..results import CellResult, Judgement
 from ..settings import Settings, lookup
 from . import config as haystack_config
+from .data import available_tasks, load_task
 from .fetch import FetchError, fetch_tasks, names_to_fetch
 from .plan import SUITE, cells
 from .runner import HaystackRun
@@ -97,7 +98,15 @@ class HaystackPlugin:
 
     @pytest.hookimpl
     def pytest_lceval_grid(self, suite: str, settings: Settings) -> list[Cell] | None:
-        return cells(self.settings, settings) if suite == SUITE else None
+        if suite != SUITE:
+            return None
+        for name in self.settings.tasks:  # read (cached) now: a broken file is found at start
+            load_task(self.settings.root, name)
+        return cells(self.settings, settings)
+
+    @pytest.hookimpl
+    def pytest_lceval_task_names(self, config: pytest.Config) -> list[str]:
+        return [*self.settings.tasks, *available_tasks(self.settings.root)]
 
     @pytest.hookimpl
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -145,8 +154,9 @@ def judgement(metrics: dict[str, Any]) -> Judgement:
     message = (f"{verdict}: {metrics['setting']} Lifelong ICL accuracy {l_acc:.3f}{where} is "
                f"{meaning} Single-task ICL {s_acc:.3f} (paired t-test over {n} resamples, "
                f"{stats}, two-sided p<0.05)")
-    if metrics.get("verdict_note"):
-        message += f"; {metrics['verdict_note']}"
+    for note in ("verdict_note", "rank_note"):
+        if metrics.get(note):
+            message += f"; {metrics[note]}"
     properties = {"verdict": verdict, "t": metrics["t"], "p": metrics["p"],
                   "s_acc": s_acc, "l_acc": l_acc}
     return Judgement("task_haystack", verdict != FAIL, message, properties)

@@ -37,6 +37,8 @@ SETTINGS = ("recall", "replay", "remove", "paraphrase", "random", "repeat", "rep
 """Controlled settings of the paper's Table 3; recall is Task Haystack proper."""
 STREAM_SETTINGS = frozenset({"recall", "replay", "remove", "paraphrase"})
 """Settings whose context is the permuted task stream: only they have a depth."""
+REPEAT_SETTINGS = frozenset({"random", "repeat", "repeat-shuffle"})
+"""Settings sized by n_repeat copies of the test task's block (the reference's run_repeat.py)."""
 SHARED_SETTINGS = frozenset({"recall", "paraphrase"})
 """Settings whose whole context is the same for every test task of a stream, so one prefix
 serves all tasks' queries of a (permutation, resample)."""
@@ -99,6 +101,9 @@ class StreamSpec:
     trial: int = 0
     """Permutation index; seeds the shuffles of repeat-shuffle."""
     seed: int = 0
+    repeats: int = 0
+    """Copies of the demonstrations in repeat and repeat-shuffle (n_repeat); 0 = one per task
+    of the stream, the reference's default before its cap (see repeat_count)."""
 
 
 def lifelong(spec: StreamSpec, task: LliclTask, prose: str = "") -> Context:
@@ -108,8 +113,8 @@ def lifelong(spec: StreamSpec, task: LliclTask, prose: str = "") -> Context:
     paraphrase   stream, then the paraphrased instruction (instruction_2)
     replay       stream, then the test task's block again
     remove       stream without the test task, then the test instruction
-    random       ``prose`` (irrelevant text, as long as the rest of the stream), then the block
-    repeat       the instruction, then the demonstrations n_task times
+    random       ``prose`` (irrelevant text, n_repeat - 1 blocks long), then the block
+    repeat       the instruction, then the demonstrations n_repeat times (repeat_count)
     repeat-shuffle  as repeat, every copy after the first shuffled
     """
     setting, r, k = spec.setting, spec.resample, spec.n_shot
@@ -130,15 +135,27 @@ def lifelong(spec: StreamSpec, task: LliclTask, prose: str = "") -> Context:
     raise ValueError(f"unknown setting {setting!r}; choose from {', '.join(SETTINGS)}")
 
 
+REPEAT_MAX_TOKENS = 32768
+"""The reference's MAX_SEQ_LEN in run_repeat.py: n_repeat is capped so that the repeated block
+stays within it."""
+
+
+def repeat_count(n_task: int, block_tokens: int) -> int:
+    """n_repeat of the reference's run_repeat.py: one copy per task, but no more than
+    REPEAT_MAX_TOKENS // (tokens of one task block), and at least one."""
+    return max(1, min(n_task, REPEAT_MAX_TOKENS // max(block_tokens, 1)))
+
+
 def repeated_demonstrations(spec: StreamSpec, task: LliclTask) -> list[Mapping[str, str]]:
-    """The demonstrations ``len(stream)`` times, as the reference code's Repeat setting does
-    (the instruction appears once); for repeat-shuffle, copies 2.. are shuffled, seeded by
-    (seed, task, resample, permutation) so every machine builds the same prompt."""
+    """The demonstrations ``spec.repeats`` times (default ``len(stream)``), as the reference
+    code's Repeat setting does (the instruction appears once); for repeat-shuffle, copies 2..
+    are shuffled, seeded by (seed, task, resample, permutation) so every machine builds the same
+    prompt."""
     demos = list(task.demonstrations(spec.resample, spec.n_shot))
     copies = [list(demos)]
     rng = random.Random(case_seed(spec.seed, "repeat-shuffle", task.name, spec.resample,
                                   spec.trial))
-    for _ in range(len(spec.stream) - 1):
+    for _ in range((spec.repeats or len(spec.stream)) - 1):
         copy = list(demos)
         if spec.setting == "repeat-shuffle":
             rng.shuffle(copy)

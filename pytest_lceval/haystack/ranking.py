@@ -38,12 +38,15 @@ def check_options(tokenizer: Tokenizer, task: LliclTask, context: str) -> list[i
 class Scored:
     """Per-case outcomes of one condition on one resample."""
 
-    choices: tuple[int, ...]
-    """Index of the predicted option per case."""
+    choices: tuple[int | None, ...]
+    """Index of the predicted option per case; None where no option could be scored (a top-k
+    server returned none of them, or a generated answer matched none): wrong, and counted."""
     correct: tuple[bool, ...]
     ood: tuple[bool, ...]
     """The model's most likely next token is none of the options' first tokens."""
     prompt_tokens: tuple[int, ...]
+    methods: tuple[str, ...] = ()
+    """How the rankings were obtained (Ranking.method), one per case."""
 
     @property
     def accuracy(self) -> float:
@@ -53,6 +56,11 @@ class Scored:
     def ood_rate(self) -> float:
         return sum(self.ood) / len(self.ood) if self.ood else 0.0
 
+    @property
+    def no_prediction(self) -> int:
+        """Cases with no prediction (scored wrong, as the reference code's NO_PREDICTION)."""
+        return sum(choice is None for choice in self.choices)
+
     def bits(self) -> str:
         """'0110...' per-case correctness, compact enough to keep in results.jsonl."""
         return "".join("1" if c else "0" for c in self.correct)
@@ -60,10 +68,13 @@ class Scored:
 
 def score(task: LliclTask, rows: Sequence[Mapping[str, str]],
           rankings: Sequence[Ranking]) -> Scored:
-    """Prediction = the option with the highest first-token log-probability."""
+    """Prediction = the option with the highest first-token log-probability; none (wrong) when
+    no option could be scored."""
     if len(rows) != len(rankings):
         raise ValueError(f"{len(rows)} test rows but {len(rankings)} rankings")
     choices = tuple(r.choice for r in rankings)
-    correct = tuple(task.options[c] == row["label"] for row, c in zip(rows, choices, strict=True))
+    correct = tuple(c is not None and task.options[c] == row["label"]
+                    for row, c in zip(rows, choices, strict=True))
     ood = tuple(not r.top_in_options for r in rankings)
-    return Scored(choices, correct, ood, tuple(r.prompt_tokens for r in rankings))
+    return Scored(choices, correct, ood, tuple(r.prompt_tokens for r in rankings),
+                  tuple(r.method for r in rankings))

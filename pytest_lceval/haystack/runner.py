@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import filelock
@@ -21,7 +21,9 @@ import pytest
 
 from ..evaluation import CellRun, clip_sample
 from ..grid import Cell, case_seed
+from ..models.hf_text import suffix_ids
 from ..models.stored import StoredModel
+from ..models.topk_rank import NO_PREDICTION
 from ..progress import CellProgress
 from ..records import Ranking, RankRequest, stable_hash
 from ..results import CellResult, append_result
@@ -31,17 +33,18 @@ from .config import HaystackSettings
 from .data import LliclTask
 from .plan import CellPlan, plan_cell
 from .prompts import (
+    REPEAT_SETTINGS,
     SHARED_SETTINGS,
     Context,
-    haystack,
     irrelevant_prose,
     lifelong,
     query,
+    repeat_count,
     single_task,
     task_block,
 )
 from .ranking import OptionCollisionError, Scored, check_options, score
-from .verdict import Verdict, paired_verdict
+from .verdict import Verdict, paired_verdict, rank_note
 
 SAMPLES_KEPT = 2
 
@@ -69,6 +72,8 @@ class HaystackRun:
         """The session model, with a batch size suited to long runs of shared-prefix queries."""
         self._prefix_tokens: dict[str, int] = {}
         """Token counts of the prefixes seen by this test (a stream is counted once)."""
+        self._repeats: dict[int, int] = {}
+        """n_repeat per resample in the Random and Repeat settings (repeat_count)."""
 
     @property
     def store(self) -> Store:
@@ -108,9 +113,14 @@ class HaystackRun:
 
     def _contexts(self, plan: CellPlan, resample: int) -> tuple[Context, Context]:
         """(Single-task, Lifelong) contexts of one resample, refused if they cannot fit."""
-        prose = self._prose(plan, resample) if plan.setting == "random" else ""
+        spec = plan.spec(resample)
+        if plan.setting in REPEAT_SETTINGS:
+            block = self.model.renderer.count(task_block(plan.task, resample, spec.n_shot))
+            spec = replace(spec, repeats=repeat_count(len(plan.stream), block))
+            self._repeats[resample] = spec.repeats
+        prose = self._prose(plan, resample, spec.repeats) if plan.setting == "random" else ""
         pair = (single_task(plan.task, resample, plan.length.n_shot),
-                lifelong(plan.spec(resample), plan.task, prose))
+                lifelong(spec, plan.task, prose))
         window = self.model.context_window
         for name, context in zip(("Single-task", "Lifelong"), pair, strict=True):
             tokens = self._longest(context, plan.task, plan.rows)
@@ -130,25 +140,29 @@ class HaystackRun:
         if context.prefix not in self._prefix_tokens:
             self._prefix_tokens[context.prefix] = self.model.renderer.count(context.prefix)
         return (self._prefix_tokens[context.prefix]
-                + max(len(self.model.tokenizer.encode(suffix)) for suffix in suffixes))
+                + max(len(suffix_ids(self.model.tokenizer, context.prefix, suffix))
+                      for suffix in suffixes))
 
     def _seam_exact(self, context: Context, task: LliclTask, row: Mapping[str, str]) -> bool:
-        """Whether prefix and suffix tokenized apart (as backends read them) give the ids of
-        the joined prompt; recorded, since a tokenizer that merges across the seam would make
-        the model read slightly different tokens than the prompt's own."""
-        encode = self.model.tokenizer.encode
+        """Whether prefix and suffix tokenized apart (as backends read them, the suffix in the
+        prefix's context) give the ids of the joined prompt, which the reference code feeds;
+        recorded, since a tokenizer that merges across the seam would make the model read
+        slightly different tokens than the prompt's own."""
+        tokenizer = self.model.tokenizer
         suffix = context.head + query(task, row)
-        return encode(context.prefix) + encode(suffix) == encode(context.prefix + suffix)
+        return (tokenizer.encode(context.prefix) + suffix_ids(tokenizer, context.prefix, suffix)
+                == tokenizer.encode(context.prefix + suffix))
 
-    def _prose(self, plan: CellPlan, resample: int) -> str:
-        """Irrelevant essay text as long as the recall stream minus the test task's block."""
+    def _prose(self, plan: CellPlan, resample: int, repeats: int) -> str:
+        """Irrelevant essay text of (n_repeat - 1) times the test task's block in tokens, as
+        the reference's run_repeat.py sizes it (``prefix_len * (n_repeat - 1)``): the Random
+        prompt is then about as long as the Repeat one."""
         try:
             essays, _ = self.evaluator.data.essays()
         except FileNotFoundError as exc:
             raise DoesNotFit(f"the random setting needs essay prose: {exc}") from None
-        count = self.model.renderer.count
-        n_tokens = (count(haystack(plan.stream, resample, plan.length.n_shot))
-                    - count(task_block(plan.task, resample, plan.length.n_shot)))
+        block = task_block(plan.task, resample, plan.length.n_shot)
+        n_tokens = (repeats - 1) * self.model.renderer.count(block)
         seed = case_seed(plan.seed, "random-prose", plan.task.name, resample, plan.permutation)
         return irrelevant_prose(essays, self.model.tokenizer.encode, self.model.tokenizer.decode,
                                 n_tokens, seed)
@@ -237,11 +251,15 @@ class HaystackRun:
                             for request in measured.requests[r]]
         result.metrics.update(_metrics(plan, measured, verdict, self.settings))
         result.metrics["single_tokens_mean"] = round(sum(single_tokens) / len(single_tokens), 1)
+        if self._repeats:
+            result.metrics["n_repeat_by_resample"] = {str(r): n
+                                                      for r, n in sorted(self._repeats.items())}
         first = plan.resamples[0]
         scored = measured.lifelong[first]
         result.samples = [
             {"prompt": clip_sample(request.prefix + request.suffix), "gold": [row["label"]],
-             "output": plan.task.options[choice], "score": float(correct)}
+             "output": NO_PREDICTION if choice is None else plan.task.options[choice],
+             "score": float(correct)}
             for request, row, choice, correct in list(zip(
                 measured.requests[first], plan.rows, scored.choices, scored.correct,
                 strict=True))[:SAMPLES_KEPT]
@@ -257,6 +275,9 @@ def _metrics(plan: CellPlan, measured: _Conditions, verdict: Verdict,
              settings: HaystackSettings) -> dict[str, Any]:
     """Everything the session reports need; per-resample values keyed by resample id."""
     single, life = measured.single, measured.lifelong
+    methods = sorted({m for scored in (*single.values(), *life.values()) for m in scored.methods})
+    no_prediction = sum(s.no_prediction for s in life.values())
+    no_prediction_single = sum(s.no_prediction for s in single.values())
     return {
         "setting": plan.setting, "n_task": plan.length.n_task, "n_shot": plan.length.n_shot,
         "length_setting": plan.length.label, "permutation": plan.permutation,
@@ -271,6 +292,10 @@ def _metrics(plan: CellPlan, measured: _Conditions, verdict: Verdict,
         "l_correct": {str(r): life[r].bits() for r in sorted(life)},
         "ood_rate": _mean([s.ood_rate for s in life.values()]),
         "ood_rate_single": _mean([s.ood_rate for s in single.values()]),
+        "rank_method": ",".join(methods), "no_prediction": no_prediction,
+        "no_prediction_single": no_prediction_single,
+        "rank_note": rank_note(methods, no_prediction, no_prediction_single,
+                               sum(len(s.choices) for s in life.values())),
         "test_size": len(plan.rows), "resamples": len(plan.resamples),
         "offline_pack": settings.offline, "reduced_defaults": settings.reduced,
     }

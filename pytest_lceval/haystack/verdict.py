@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scipy import stats
@@ -85,6 +85,26 @@ def paired_verdict(lifelong: Mapping[int, float], single: Mapping[int, float],
             result = stats.ttest_rel(lifelong_values, single_values)
         t, p = float(result.statistic), float(result.pvalue)
     return Verdict(_decide(t, p, alpha), t, p, ids, lifelong_values, single_values, note)
+
+
+def rank_note(methods: Iterable[str], no_prediction: int, no_prediction_single: int,
+              cases: int) -> str:
+    """What a verdict must say about how its accuracies were measured, or "" when there is
+    nothing to say (every case ranked by full log-probabilities).
+
+    Cases with no prediction (no option in a server's top k, or a generated answer that matched
+    none) are wrong on their side of the pair, as in the reference code, so a server that
+    truncates its log-probabilities lowers accuracy visibly instead of guessing option 0; the
+    counts say how much of a verdict rests on them. A fallback method is named since its
+    accuracies are not those of rank classification."""
+    parts = []
+    fallback = sorted(set(methods) - {"logprobs"})
+    if fallback:
+        parts.append(f"rank method {', '.join(sorted(set(methods)))}")
+    if no_prediction or no_prediction_single:
+        parts.append(f"no prediction (scored wrong) for {no_prediction} of {cases} Lifelong and "
+                     f"{no_prediction_single} of {cases} Single-task cases")
+    return "; ".join(parts)
 
 
 def _decide(t: float, p: float, alpha: float) -> str:

@@ -7,9 +7,13 @@ Choices, and why:
   sweep depth: every depth cell at length l is compared with the same short-context ability, so
   LC_l at 50 % depth says how much of *the task's* short-context ability survives there. (Per
   (task, depth) would hide a depth weakness that already exists at 2k.)
-- **N/3 cases per base length (rounded up), per depth**: the first ceil(N/3) cases of exactly the
-  cell the grid builds at that length, so a run whose lengths include the base lengths asks the
-  model nothing new: the store already holds those answers.
+- **Every measured base case when the run has the base cells**: a base length among the run's
+  lengths contributes all N cases of its cell (the answers are in the store already, so this
+  asks the model nothing new), and the base is the mean of the base lengths' means, each
+  length weighted equally. Only a base length the run does not measure is sampled by the
+  paper's N/3 rule: the first ceil(N/3) cases of exactly the cell the grid would build there.
+  (With N = 3 the N/3 rule alone keeps one case per length, so a 22 % task read as 0 or 1.)
+  ``BaseAbility.rules`` records which rule each length took.
 - **Once through the store**: the value is keyed by the base cases' request hashes and the model
   fingerprint, so another worker, or a later run, reuses it; changed data or a changed model
   gives a new key.
@@ -33,7 +37,7 @@ from ..stats import stratified_mean
 from ..tasks.base import CellDoesNotFit, GenerationTask
 from .config import LongScoreSettings
 
-BASE_VERSION = 1
+BASE_VERSION = 2
 """Part of the store key: bump when the way the base is computed changes."""
 
 
@@ -42,21 +46,40 @@ class BaseAbility:
     """A task's base ability and the per-case scores behind it (for the bootstrap)."""
 
     value: float
-    """Mean over strata of the strata's mean scores, 0..1; NaN when nothing was measured."""
+    """Mean over base lengths of their mean scores (length_weighted_mean), 0..1; NaN when
+    nothing was measured."""
     strata: dict[str, list[float]]
     """Per (base length[, depth]) stratum, e.g. '2k' or '2k@50', the kept cases' scores."""
     left_out: dict[str, str] = field(default_factory=dict)
     """Strata that could not be measured, and why."""
     requests: int = 0
     """Model requests that computing it took (in whichever process computed it)."""
+    rules: dict[str, str] = field(default_factory=dict)
+    """Per base length (e.g. '2k'), how its cases were chosen: ALL_CASES or N_THIRD."""
 
     @property
     def n(self) -> int:
         return sum(len(scores) for scores in self.strata.values())
 
+    def n_by_length(self) -> dict[str, int]:
+        """Kept cases per base length (strata '2k@50' count towards '2k')."""
+        counts: dict[str, int] = {}
+        for stratum, scores in self.strata.items():
+            length = stratum.partition("@")[0]
+            counts[length] = counts.get(length, 0) + len(scores)
+        return counts
+
     def describe(self) -> str:
-        where = ",".join(self.strata) or "no base length"
-        text = f"base ability {self.value:.3f} (N={self.n} over {where})"
+        """E.g. 'base ability 0.667 (N=18: 1k 9, 2k 9; all cases of the run's cells)'."""
+        counts = self.n_by_length()
+        rules = {self.rules.get(length, "") for length in counts}
+        if len(rules) == 1:
+            where = ", ".join(f"{length} {count}" for length, count in counts.items()) + \
+                f"; {rules.pop()}"
+        else:
+            where = ", ".join(f"{length} {count} ({self.rules.get(length, '')})"
+                              for length, count in counts.items())
+        text = f"base ability {self.value:.3f} (N={self.n}: {where or 'no base length'})"
         if self.left_out:
             text += "; left out: " + "; ".join(f"{k}: {v}" for k, v in self.left_out.items())
         return text
@@ -69,6 +92,10 @@ class BaseAbility:
         return cls(**data)
 
 
+ALL_CASES = "all cases of the run's cells"
+N_THIRD = "N/3 per length"
+
+
 def samples_per_length(samples: int) -> int:
     """N/3 cases per base length, rounded up so the base has at least N cases."""
     return max(1, math.ceil(samples / 3))
@@ -77,8 +104,10 @@ def samples_per_length(samples: int) -> int:
 class BaseAbilities:
     """Base abilities by (suite, task): memoised in the process, computed once in the store."""
 
-    def __init__(self, settings: LongScoreSettings) -> None:
+    def __init__(self, settings: LongScoreSettings, run_lengths: tuple[int, ...] = ()) -> None:
         self.settings = settings
+        self.run_lengths = frozenset(run_lengths)
+        """The run's lengths: a base length among them is measured by its whole cell."""
         self._memo: dict[tuple[str, str], BaseAbility] = {}
 
     def get(self, evaluator: Evaluator, suite: str, task: GenerationTask) -> tuple[BaseAbility,
@@ -89,7 +118,7 @@ class BaseAbilities:
             return self._memo[memo_key], 0
         model = evaluator.model
         before = model.calls.requests
-        cases, left_out = self._base_cases(evaluator, suite, task)
+        cases, left_out, rules = self._base_cases(evaluator, suite, task)
         key = stable_hash({
             "longscore-base": BASE_VERSION, "fingerprint": model.fingerprint,
             "prior_knowledge": evaluator.settings.prior_knowledge_threshold,
@@ -97,20 +126,24 @@ class BaseAbilities:
                       for stratum, group in cases.items()},
         })
         base = model.store.compute_once(
-            key, lambda: _measure(evaluator, task, cases, left_out),
+            key, lambda: _measure(evaluator, task, cases, left_out, rules),
             encode=BaseAbility.to_json, decode=BaseAbility.from_json)
         self._memo[memo_key] = base
         return base, model.calls.requests - before
 
-    def _base_cases(self, evaluator: Evaluator, suite: str,
-                    task: GenerationTask) -> tuple[dict[str, list[Case]], dict[str, str]]:
-        """The first N/3 cases of each base cell, by stratum, and the strata left out."""
+    def _base_cases(self, evaluator: Evaluator, suite: str, task: GenerationTask
+                    ) -> tuple[dict[str, list[Case]], dict[str, str], dict[str, str]]:
+        """The cases of each base cell by stratum (all of them when the run measures that
+        length, else the first N/3), the strata left out, and the rule per length."""
         settings, window = evaluator.settings, evaluator.model.context_window
         depths = settings.depths if task.uses_depth else (None,)
-        keep = samples_per_length(settings.samples)
         cases: dict[str, list[Case]] = {}
         left_out: dict[str, str] = {}
+        rules: dict[str, str] = {}
         for length in self.settings.base_lengths:
+            in_run = length in self.run_lengths
+            keep = settings.samples if in_run else samples_per_length(settings.samples)
+            rules[format_length(length)] = ALL_CASES if in_run else N_THIRD
             for depth in depths:
                 stratum = format_length(length) + ("" if depth is None else
                                                    "@" + format_depth(depth))
@@ -119,19 +152,19 @@ class BaseAbilities:
                     continue
                 cell = Cell(suite, task.name, length, depth, settings.samples)
                 try:
-                    cases[stratum] = task.build(cell, evaluator.build_context)[:keep]
+                    cases[stratum] = task.build(cell, evaluator.context_for(task))[:keep]
                 except CellDoesNotFit as exc:
                     left_out[stratum] = str(exc)
-        return cases, left_out
+        return cases, left_out, rules
 
 
 def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[Case]],
-             left_out: dict[str, str]) -> BaseAbility:
+             left_out: dict[str, str], rules: dict[str, str]) -> BaseAbility:
     """Answer (through the store, all strata in one batch) and score the base cases, after the
     prior-knowledge filter."""
     model, before = evaluator.model, evaluator.model.calls.requests
     flat = [(stratum, case) for stratum, group in cases.items() for case in group]
-    known = exclude_known(model, task, [case for _, case in flat], evaluator.build_context,
+    known = exclude_known(model, task, [case for _, case in flat], evaluator.context_for(task),
                           evaluator.settings.prior_knowledge_threshold)
     kept_ids = {id(case) for case in known.kept}
     kept = [(stratum, case) for stratum, case in flat if id(case) in kept_ids]
@@ -146,5 +179,17 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
     left = {**left_out, **{stratum: f"every case excluded by the prior-knowledge filter "
                                     f"(no-context score >= {known.threshold:g})"
                            for stratum in cases if stratum not in strata}}
-    return BaseAbility(stratified_mean(list(strata.values())), strata, left,
-                       model.calls.requests - before)
+    return BaseAbility(length_weighted_mean(strata), strata, left,
+                       model.calls.requests - before, rules)
+
+
+def length_weighted_mean(strata: dict[str, list[float]]) -> float:
+    """Mean over base lengths of each length's mean over its depth strata ('2k@50' belongs to
+    '2k'), so each base length weighs the same even when a depth stratum is missing at one of
+    them; NaN when nothing was measured."""
+    by_length: dict[str, list[float]] = {}
+    for stratum, scores in strata.items():
+        if scores:
+            by_length.setdefault(stratum.partition("@")[0], []).append(
+                stratified_mean([scores]))
+    return stratified_mean(list(by_length.values()))

@@ -1,5 +1,7 @@
 """The LongScore criterion: long cells record LC_l = (S_l - Base) / Base (x100) with a bootstrap
 interval, and assert LC_l >= --longscore-min when it is set; base cells record the base ability.
+Both numbers of the ratio carry their N: ``longscore_n`` (the cell's cases) and
+``longscore_base_n`` (with ``longscore_base_n_by_length`` and the rule each length took).
 
 What it records goes into ``result.metrics`` (so it reaches results.jsonl and, as properties,
 JUnit XML) whether or not a bound is set; a Judgement is returned only when the bound is set,
@@ -33,7 +35,7 @@ class LongScoreCriterion:
     def __init__(self, settings: LongScoreSettings, run_lengths: tuple[int, ...]) -> None:
         self.settings = settings
         self.enabled = settings.active(run_lengths)
-        self.bases = BaseAbilities(settings)
+        self.bases = BaseAbilities(settings, run_lengths)
 
     def task_of(self, result: CellResult) -> GenerationTask | None:
         """The generation task behind a measured default-grid cell; None when LongScore does
@@ -60,6 +62,7 @@ class LongScoreCriterion:
         base, requests = self.bases.get(evaluator, result.suite, task)
         result.metrics.update(_base_metrics(role, base, requests, self.settings,
                                             evaluator.model.context_window))
+        result.metrics["longscore_n"] = result.n
         if role == "base":
             return None
         lc = longscore(result.score, base.value, self.settings.floor)
@@ -102,6 +105,10 @@ def _base_metrics(role: str, base: BaseAbility, requests: int, settings: LongSco
         "longscore_role": role,
         "longscore_base": None if math.isnan(base.value) else base.value,
         "longscore_base_n": base.n,
+        "longscore_base_n_by_length": ",".join(f"{length}:{count}" for length, count
+                                               in base.n_by_length().items()),
+        "longscore_base_rules": ",".join(f"{length}:{rule}" for length, rule
+                                         in base.rules.items()),
         "longscore_base_strata": ",".join(base.strata),
         "longscore_base_requests": requests,
         "longscore_floor": settings.floor,

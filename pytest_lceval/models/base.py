@@ -30,10 +30,16 @@ class Renderer:
 
     template: Callable[[str], str] | None
     count: Callable[[str], int]
+    fixed: bool = False
+    """The server applies the template itself (a chat API), so a prompt cannot go without it."""
 
     @property
     def uses_template(self) -> bool:
         return self.template is not None
+
+    def without_template(self) -> Renderer:
+        """The raw-prompt rendering with the same counting; itself when the template is fixed."""
+        return self if self.fixed or self.template is None else Renderer(None, self.count)
 
     def render(self, prompt: Prompt) -> str:
         head = self.template(prompt.user) if self.template else prompt.user

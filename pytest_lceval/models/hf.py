@@ -13,10 +13,12 @@ side (ids, template, option tokens) is ``hf_text.HFText``, shared with the serve
 prompt counts the same whichever backend answers it.
 
 Rank requests (``prefix`` + ``suffix``) are tokenised in two pieces: the prefix as a prompt (with
-special tokens, as above) and the suffix as plain text, and the model reads exactly that
-concatenation. Tokenising the pieces apart can differ from tokenising the joined string at the
-seam (a merge across it), but it is what lets one prefix computation serve every suffix, and the
-cached and uncached paths read identical ids, so their scores agree to float rounding.
+special tokens, as above) and the suffix as plain text in the prefix's context
+(``hf_text.suffix_ids``: no SentencePiece dummy-prefix token at the seam), and the model reads
+exactly that concatenation. Tokenising the pieces apart can differ from tokenising the joined
+string at the seam (a merge across it), but it is what lets one prefix computation serve every
+suffix, and the cached and uncached paths read identical ids, so their scores agree to float
+rounding.
 
 Prefill. A model with sliding-window layers reads a long prompt in chunks of ``PREFILL_CHUNK``
 tokens (generation and rank prefixes alike), so those layers attend to their window's cache
@@ -40,7 +42,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
 from .base import Tokenizer, cut_at_stop
-from .hf_text import HFText
+from .hf_text import HFText, suffix_ids
 from .registry import LoadOptions
 
 BATCH_TOKENS = 32768
@@ -188,14 +190,14 @@ class HFBackend:
         started = time.perf_counter()
         prefix_ids = self.prompt_ids(prefix)
         suffixes = [_split(request)[1] for request in requests]
-        suffix_ids = [self.text.encode(suffix) for suffix in suffixes]
-        for ids in suffix_ids:
+        suffix_tokens = [suffix_ids(self.text, prefix, suffix) for suffix in suffixes]
+        for ids in suffix_tokens:
             self._check_fits(len(prefix_ids) + len(ids), 1)
         targets = [self.text.option_ids(prefix + suffix, request.options)
                    for request, suffix in zip(requests, suffixes, strict=True)]
-        logits = self._next_logits(self._prefix_state(prefix_ids), suffix_ids)
+        logits = self._next_logits(self._prefix_state(prefix_ids), suffix_tokens)
         seconds = (time.perf_counter() - started) / len(requests)
-        return [_ranking(logits[row], targets[row], len(prefix_ids) + len(suffix_ids[row]),
+        return [_ranking(logits[row], targets[row], len(prefix_ids) + len(suffix_tokens[row]),
                          seconds) for row in range(len(requests))]
 
     @torch.inference_mode()

@@ -113,6 +113,26 @@ def first_token_ids(tokenizer: Tokenizer, prompt: str, options: Sequence[str]) -
     return firsts
 
 
+def suffix_ids(tokenizer: Tokenizer, prefix: str, suffix: str) -> list[int]:
+    """The ids of ``suffix`` as it follows ``prefix`` in the joined prompt, for rank requests
+    whose prefix is computed once and whose suffixes are tokenised apart.
+
+    A SentencePiece tokenizer with a dummy prefix (Llama-2's, Mistral's) starts every separate
+    encoding with '▁', so ``encode(suffix)`` would give the model a token that the joined
+    prompt (what the reference code feeds) does not have at the seam. Tokenising the prefix's
+    tail with the suffix and keeping the ids past the tail's own removes it; for tokenizers
+    without a dummy prefix this is ``encode(suffix)``. When the tail's ids are not a prefix of
+    the joined ids (a merge across the seam) the suffix is tokenised alone."""
+    if not prefix or not suffix:
+        return tokenizer.encode(suffix)
+    tail = prefix[-200:]
+    tail_ids = tokenizer.encode(tail)
+    joined = tokenizer.encode(tail + suffix)
+    if joined[: len(tail_ids)] == tail_ids:
+        return joined[len(tail_ids):]
+    return tokenizer.encode(suffix)
+
+
 def load_hf_text(source: str, chat_template: str = "auto") -> HFText:
     """The tokenizer of ``source`` (folder or hub id); imports transformers only now."""
     from transformers import AutoTokenizer

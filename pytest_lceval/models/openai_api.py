@@ -33,6 +33,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import openai
@@ -81,7 +82,7 @@ class OpenAIBackend:
         self.client = client
         self.text = text
         self.tokenizer = text
-        self.renderer = text.renderer
+        self.renderer = replace(text.renderer, fixed=True) if mode == "chat" else text.renderer
         self.mode = mode
         self.serving = serving
         self.context_window, self._window_source = window
@@ -230,8 +231,9 @@ class OpenAIBackend:
             warnings.warn(RankFallbackWarning(
                 f"pytest-lceval: {self.endpoint} returns no log-probabilities, so rank requests "
                 f"generate {MATCH_TOKENS} tokens and match the options "
-                f"(Ranking.method='{topk_rank.GENERATE_MATCH}'): scores are 0 for the matched "
-                f"option and {topk_rank.UNMATCHED:g} for the others, not probabilities"),
+                f"(Ranking.method='{topk_rank.GENERATE_MATCH}'): the matched option scores 0, "
+                f"not a probability, and an answer that starts with no option is no "
+                f"prediction (scored wrong)"),
                 stacklevel=2)
 
     def _top_k(self) -> int:

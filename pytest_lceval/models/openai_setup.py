@@ -19,7 +19,7 @@ import openai
 from .base import Renderer
 from .hf_text import HFText, config_window, load_hf_text
 from .registry import MissingDependencyError
-from .serving import ServingOptions
+from .serving import ServingOptions, redact_url
 
 LOOPBACK_KEY = "EMPTY"
 """Placeholder key for servers that need none (vLLM and others accept any)."""
@@ -31,6 +31,8 @@ OPENAI_WINDOWS = {"gpt-4.1": 1_047_576, "gpt-4o": 128_000, "gpt-4-turbo": 128_00
 """Context windows of OpenAI model families (name prefixes), for names the server cannot tell."""
 DEFAULT_WINDOW = 8192
 """Assumed, with a warning, when nothing tells the window."""
+HEALTH_TIMEOUT = 5.0
+"""Seconds the start-up check waits for the server's model list."""
 
 
 class TextSide(Protocol):
@@ -83,6 +85,37 @@ def api_key(base_url: str | None) -> str | None:
     """The key for the client: $OPENAI_API_KEY, or a placeholder for self-hosted servers."""
     own_server = base_url or os.environ.get("OPENAI_BASE_URL")
     return os.environ.get("OPENAI_API_KEY") or (LOOPBACK_KEY if own_server else None)
+
+
+def health_check(serving: ServingOptions) -> None:
+    """One GET /models, with a short timeout and no retries, before any cell runs.
+
+    A server that is down would otherwise cost every cell its full retry budget (about 19 s
+    with the default 5 retries) before failing; a refused key would fail every cell alike.
+    Raises ValueError naming --lceval-base-url or $OPENAI_API_KEY and the fix. Any other answer
+    (even an HTTP error: some servers have no /models) means the server is there.
+    """
+    try:
+        client = openai.OpenAI(api_key=api_key(serving.base_url), base_url=serving.base_url,
+                               timeout=HEALTH_TIMEOUT, max_retries=0)
+    except openai.OpenAIError:
+        raise ValueError("no API key: set OPENAI_API_KEY (or --lceval-base-url for a server "
+                         "that needs none)") from None
+    endpoint = redact_url(str(client.base_url).rstrip("/"))
+    try:
+        client.models.list()
+    except openai.APIConnectionError as exc:
+        if isinstance(exc, openai.APITimeoutError):
+            cause = f"no answer in {HEALTH_TIMEOUT:g} s"
+        else:
+            cause = type(exc.__cause__ or exc.__context__ or exc).__name__
+        raise ValueError(f"cannot reach the server at {endpoint} ({cause}): start it, or point "
+                         f"--lceval-base-url (or $OPENAI_BASE_URL) at it") from None
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        raise ValueError(f"the server at {endpoint} refused the API key (HTTP "
+                         f"{exc.status_code}): set $OPENAI_API_KEY to a valid key") from None
+    except openai.APIError:
+        return
 
 
 def load_counter(model: str, serving: ServingOptions, chat_template: str) -> HFText | Any:

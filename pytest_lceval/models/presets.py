@@ -97,6 +97,12 @@ def _package_dir(name: str, preset: Preset) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def check_installed(name: str) -> None:
+    """Raise MissingDependencyError, naming the install command, when the preset's package is
+    missing: a start-up check, so that no worker discovers it."""
+    _package_dir(name, SOURCES[name])
+
+
 def preset_directory(name: str, options: LoadOptions | None = None) -> Path:
     """The preset's plain HF folder (model + tokenizer), converting the GGUF on first use."""
     import transformers

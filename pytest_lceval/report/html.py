@@ -4,9 +4,14 @@
   extra. pytest-html reads extras from test reports, which xdist ships from the workers to the
   controller, so they are attached in ``pytest_runtest_makereport`` where the test ran.
 - Per run (controller only, ``pytest_html_results_summary``): badges and headline, then one
-  section per suite with its heatmaps, the Task Haystack and LongScore outputs found in the run
-  folder by file-name prefix, and the comparison with the saved run. The core's sessionfinish
-  runs first (tryfirst), so results are merged and the session reports drawn by then.
+  section per suite: a one-line "look first" naming its worst cells, why cells were skipped,
+  a task x length score table for cells without depth (100-LongBench), its heatmaps, the Task
+  Haystack and LongScore outputs found in the run folder by file-name prefix, and the comparison
+  with the saved run. The core's sessionfinish runs first (tryfirst), so results are merged and
+  the session reports drawn by then.
+- Markdown summaries are rendered as HTML (tables included) and preferred to a CSV of the same
+  name, which is for scripts; numbers in a CSV shown as a table are rounded for reading. Every
+  table sits in a horizontal scroll box, so a wide one never widens the page.
 
 Everything that comes from a model or a data set is HTML-escaped: pytest-html inserts extras
 with innerHTML, and a model output may well contain ``<script>`` or ``<img onerror=...>``.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import math
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
@@ -24,10 +30,22 @@ from typing import Any
 import pytest
 
 from ..grid import format_depth, format_length
+from ..haystack.verdict import FAIL
 from ..plugin import RUN_DIR
 from ..results import CellResult, read_results
 from .badge import badge_path
-from .summary import DeltaRow, RunSummary, Tally, headline, number, percent, pvalue, summarize
+from .findings import SKIP_EXAMPLES, look_first, skip_reasons
+from .summary import (
+    DeltaRow,
+    RunSummary,
+    Tally,
+    cell_label,
+    headline,
+    number,
+    percent,
+    pvalue,
+    summarize,
+)
 
 PROMPT_CHARS = 1500
 """Cap on a prompt's characters shown per sample, head and tail, the middle elided (results
@@ -46,11 +64,19 @@ ARTIFACT_GROUPS: tuple[tuple[str, str, str | None], ...] = (
 SHOWN_SUFFIXES = (".png", ".svg", ".csv", ".md")
 STYLE = """<style>
 .lceval h2 { margin-top: 1.5em; } .lceval h3 { margin: 1em 0 0.3em; }
-.lceval img.plot { max-width: 100%; margin: 4px 8px 8px 0; border: 1px solid #ddd; }
-.lceval table.lc { border-collapse: collapse; margin: 4px 0 10px; font-size: 13px; }
-.lceval table.lc th, .lceval table.lc td { border: 1px solid #ccc; padding: 2px 8px;
-  text-align: left; vertical-align: top; }
+.lceval img.plot { max-width: 100%; margin: 4px 8px 8px 0; border: 1px solid #ddd;
+  vertical-align: top; }
+.lceval .scroll { max-width: 100%; overflow-x: auto; }
+.lceval table.lc, .lceval .md table { border-collapse: collapse; margin: 4px 0 10px;
+  font-size: 12px; }
+.lceval table.lc th, .lceval table.lc td, .lceval .md th, .lceval .md td {
+  border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
+.lceval table.data td { white-space: nowrap; }
 .lceval table.lc td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.lceval table.lc, .lceval .md, .lceval h3, .lceval h4 { color: #222; }
+.lceval .md h1 { font-size: 1.1em; } .lceval .md h2 { font-size: 1em; }
+.lceval .look-first { font-weight: bold; }
+.lceval .skipped { background: #eeeeee; color: #555; }
 .lceval .regressed, .lceval .unpaired, .lceval .fail { background: #fde0dc; }
 .lceval .small-drop, .lceval .inconclusive { background: #fff1d6; }
 .lceval .improved { background: #dcecfd; } .lceval .pass { background: #e3f6df; }
@@ -69,8 +95,8 @@ def clip(text: str, limit: int) -> str:
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]], row_classes: Iterable[str] = (),
-           numeric: frozenset[int] = frozenset()) -> str:
-    """An HTML table of already-escaped cells."""
+           numeric: frozenset[int] = frozenset(), wrap: bool = True) -> str:
+    """An HTML table of already-escaped cells; ``wrap=False`` keeps each row on one line."""
     head = "".join(f"<th>{h}</th>" for h in header)
     body = []
     classes = list(row_classes)
@@ -79,7 +105,31 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]], row_classes: It
         cells = "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
                         for i, c in enumerate(row))
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f'<table class="lc"><tr>{head}</tr>{"".join(body)}</table>'
+    kind = "lc" if wrap else "lc data"
+    return f'<div class="scroll"><table class="{kind}"><tr>{head}</tr>{"".join(body)}</table></div>'
+
+
+def rounded(text: str) -> str:
+    """A CSV cell for reading: floats to one decimal, or three below 1 (so 0.75 stays 0.75
+    and a p-value 0.004 does not become 0.0); integers and words as written."""
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if value.is_integer() and "." not in text or not math.isfinite(value):
+        return text
+    if abs(value) >= 1:
+        return f"{value:.1f}"
+    short = f"{value:.3f}".rstrip("0")
+    return short + "0" if short.endswith(".") else short
+
+
+def markdown_html(text: str) -> str:
+    """Markdown with tables as HTML; raw HTML in it is escaped, not rendered."""
+    from markdown_it import MarkdownIt
+
+    renderer = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return f'<div class="md scroll">{renderer.render(text)}</div>'
 
 
 # -- per test -------------------------------------------------------------------------------
@@ -141,10 +191,20 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
     cells.insert(2, '<th class="sortable" data-column-type="score">Score</th>')
 
 
+def skip_reason(report: pytest.TestReport) -> str:
+    """The reason pytest recorded for a skipped test ('' otherwise)."""
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return ""
+    return str(report.longrepr[2]).removeprefix("Skipped: ")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
     score = dict(getattr(report, "user_properties", [])).get("score")
     text = number(float(score)) if isinstance(score, (int, float)) else ""
+    reason = skip_reason(report)
+    if reason:
+        text = f"skipped: {escape(reason)}"
     cells.insert(2, f'<td class="col-score">{text}</td>')
 
 
@@ -156,25 +216,53 @@ def _data_uri(path: Path) -> str:
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
+def csv_html(name: str, rows: list[list[str]]) -> str:
+    """The first TABLE_ROWS rows of a CSV, made to fit the page: numbers rounded, columns that
+    hold one value in every row stated once above the table, test ids cut to their
+    parameters; with a 'verdict' column, FAIL rows first and marked."""
+    if not rows:
+        return ""
+    header, body = rows[0], [[rounded(c) for c in row] for row in rows[1:]]
+    if "nodeid" in header:
+        at = header.index("nodeid")
+        header[at] = "test"
+        for row in body:
+            row[at] = cell_label(row[at])
+    failed = [False] * len(body)
+    if "verdict" in header:
+        at = header.index("verdict")
+        body.sort(key=lambda row: at >= len(row) or row[at] != FAIL)
+        failed = [at < len(row) and row[at] == FAIL for row in body]
+    constant = [i for i in range(len(header))
+                if len(body) > 1 and len({row[i] for row in body if i < len(row)}) == 1]
+    kept = [i for i in range(len(header)) if i not in constant]
+    same = ", ".join(f"{header[i]} {body[0][i]}" for i in constant)
+    more = len(body) - TABLE_ROWS
+    return (f"<h4>{escape(name)}</h4>"
+            + (f"<p class='muted'>Every row: {escape(same)}</p>" if same else "")
+            + _table((escape(header[i]) for i in kept),
+                     ([escape(row[i]) if i < len(row) else "" for i in kept]
+                      for row in body[:TABLE_ROWS]),
+                     ["fail" if flag else "" for flag in failed[:TABLE_ROWS]], wrap=False)
+            + (f"<p class='muted'>{more} more rows in {escape(name)}</p>" if more > 0 else ""))
+
+
 def _artifact_html(path: Path, siblings: set[str]) -> str:
-    """One output file of the run folder: images embedded, CSV as a table, markdown as text."""
+    """One output file of the run folder: images embedded, CSV as a table, markdown rendered."""
     name = escape(path.name)
     if path.suffix in (".png", ".svg"):
         if path.stat().st_size > IMAGE_BYTES:
             return f"<p class='muted'>{name} (too large to embed)</p>"
         return f'<img class="plot" alt="{name}" title="{name}" src="{_data_uri(path)}">'
     if path.suffix == ".csv":
+        if path.stem + ".md" in siblings:
+            return f"<p class='muted'>The same table for scripts: {name}</p>"
         with path.open(newline="", encoding="utf-8") as handle:
             rows = list(csv.reader(handle))
-        if not rows:
-            return ""
-        more = len(rows) - 1 - TABLE_ROWS
-        note = f"<p class='muted'>{more} more rows in {name}</p>" if more > 0 else ""
-        body = ([escape(c) for c in row] for row in rows[1 : TABLE_ROWS + 1])
-        return f"<h4>{name}</h4>" + _table(map(escape, rows[0]), body) + note
-    if path.suffix == ".md" and path.stem + ".csv" not in siblings:
+        return csv_html(path.name, rows)
+    if path.suffix == ".md":
         text = clip(path.read_text(encoding="utf-8"), 20_000)
-        return f"<h4>{name}</h4><pre>{escape(text)}</pre>"
+        return f"<h4>{name}</h4>{markdown_html(text)}"
     return ""
 
 
@@ -222,14 +310,61 @@ def run_header(run_dir: Path, summary: RunSummary) -> str:
             f"{escape(str(run_dir))}</p></div>")
 
 
-def suite_sections(run_dir: Path, summary: RunSummary) -> list[str]:
+def look_first_html(results: list[CellResult]) -> str:
+    return f'<p class="look-first">{escape(look_first(results))}</p>'
+
+
+def skips_html(results: list[CellResult]) -> str:
+    """Why cells were skipped: one row per reason, with the cells (the first few named)."""
+    groups = skip_reasons(results)
+    if not groups:
+        return ""
+    rows = []
+    for group in groups:
+        more = len(group.cells) - SKIP_EXAMPLES
+        cells = ", ".join(group.cells[:SKIP_EXAMPLES]) + (f" and {more} more" if more > 0 else "")
+        rows.append((escape(group.reason), str(len(group.cells)), escape(cells)))
+    return "<h3>Skipped cells</h3>" + _table(("reason", "cells", "which"), rows,
+                                             numeric=frozenset({1}))
+
+
+def score_table_html(results: list[CellResult]) -> str:
+    """Task x length scores (percent, one decimal) of the cells that have no depth and no
+    extra axis, e.g. 100-LongBench's; a skipped cell shows 'skip' with its reason as tooltip."""
+    cells = [r for r in results if r.depth is None and not r.extra]
+    if not cells:
+        return ""
+    lengths = sorted({r.length for r in cells})
+    by_key = {(r.task, r.length): r for r in cells}
+    rows = []
+    for task in sorted({r.task for r in cells}):
+        row = [escape(task)]
+        for length in lengths:
+            found = by_key.get((task, length))
+            if found is None:
+                row.append("")
+            elif found.outcome == "skipped":
+                row.append(f'<span class="skipped" title="{escape(found.reason)}">skip</span>')
+            else:
+                mark = " (FAIL)" if found.outcome == "failed" else ""
+                row.append(f"{100 * found.score:.1f}{mark}")
+        rows.append(row)
+    header = ["task", *(f"{format_length(n)} score (%)" for n in lengths)]
+    return ("<h3>Scores by task and length</h3>"
+            + _table(header, rows, numeric=frozenset(range(1, len(lengths) + 1))))
+
+
+def suite_sections(run_dir: Path, summary: RunSummary,
+                   results: list[CellResult]) -> list[str]:
     suites = [t.name for t in summary.suites]
     artifacts = assign_artifacts(run_dir, suites)
     siblings = {p.name for paths in artifacts.values() for p in paths}
     html = []
     for tally in summary.suites:
+        mine = [r for r in results if r.suite == tally.name]
         parts = [f"<h2>Suite {escape(tally.name)}</h2>", _badge(badge_path(run_dir, tally.name)),
-                 _tally_line(tally)]
+                 _tally_line(tally), look_first_html(mine), skips_html(mine),
+                 score_table_html(mine)]
         parts += [_artifact_html(p, siblings) for p in artifacts.get(tally.name, [])]
         deltas = [d for d in summary.deltas if d.suite == tally.name]
         if deltas:
@@ -255,5 +390,5 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
         return
     run = summarize(run_dir.name, results)
     prefix.append(run_header(run_dir, run))
-    postfix.extend(suite_sections(run_dir, run))
+    postfix.extend(suite_sections(run_dir, run, results))
 

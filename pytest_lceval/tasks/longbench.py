@@ -1,20 +1,26 @@
-"""100-LongBench's length-controllable tasks (suite ``longbench100``; paper §3.1, A.2, A.3).
+"""100-LongBench's length-controllable tasks (suite ``longbench100``; paper §3.1, A.2, A.3;
+reference code github:uservan/100-LongBench, ``utils/data_utils.py``).
 
 Every context is made of whole articles from the pool (``articles.py``): the answer-bearing ones
 plus distractors, shuffled and packed until the prompt is just under the cell's length
-(``packing.py``). Cases are deterministic in (task, length, sample index, seed). The tasks place
-their key information at random, as the paper does, so they do not sweep depth; each case records
-the depth it got.
+(``packing.py``). Each article is numbered and laid out as the reference lays out that task's
+articles; the reference's inserted lines (key-value pairs, penguin counts) are paragraphs of
+their own between articles. Cases are deterministic in (task, length, sample index, seed). The
+tasks place their key information at random, as the reference does, so they do not sweep depth;
+each case records the depth it got and its chance level (``meta["chance"]``: the score of a
+uniform guess among the answers the prompt allows).
 
-- ``kv_retrieval``: three chained key-value pairs (v1 = k2, v2 = k3) hidden in three articles;
-  name the value of one key.
-- ``counting_stars``: "The little penguin counted N ★" after four articles; pick the sequence of
-  counts among options made by swapping, altering and reordering it.
-- ``passage_retrieval``: given a news headline, name the numbered passage (its excerpt) it heads.
-- ``passage_count``: how many unique paragraphs, with some repeated.
-- ``single_doc_qa``: a yes/no question about one numbered passage (boolq), with the
-  prior-knowledge filter: each question is also asked with no context (``probe``).
-Judged multi-doc QA and summarisation come with the judge.
+- ``kv_retrieval``: three chained UUID pairs (v1 = k2, v2 = k3) as "The value of k is v."
+  paragraphs before three articles; always asks the first key; the last UUID of the answer must
+  equal its value.
+- ``counting_stars``: "The little penguin counted N ★" before four articles; five numbered
+  options ("unanswerable" first); the answer's first number must be the right option's.
+- ``passage_retrieval``: the summary of one whole document; name its passage.
+- ``passage_count``: whole articles, each repeated 1-3 times, shuffled; count the unique ones.
+- ``single_doc_qa_yesno``: the judge-free variant of single-doc QA: a boolq yes/no question about
+  one numbered passage, with the prior-knowledge filter (``probe``). The reference's task asks
+  open questions scored by a judge; it plugs in as another ``SingleDocQA`` with its own question
+  pool and a judge as its ``scorer``.
 """
 
 from __future__ import annotations
@@ -27,31 +33,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..grid import Cell, case_seed
-from ..metrics import string_match_all
 from ..records import Case, Prompt
 from .articles import ArticlePool, load_pool
 from .base import BuildContext, CellDoesNotFit, GenerationTask, register_all
 from .longbench_text import (
     COUNT_PROMPT,
+    KV_PAIR,
     KV_PROMPT,
-    LETTERS,
+    KV_QUESTION,
+    QA_INSTRUCTION,
     QA_PROBE_PROMPT,
     QA_PROMPT,
     RETRIEVAL_PROMPT,
+    STAR,
     STARS_PROMPT,
-    chosen_option,
+    STARS_QUESTION,
+    UNANSWERABLE,
+    YES_NO_INPUT,
     first_number,
-    listing,
+    last_uuid,
+    numbered_options,
     star_options,
     yes_or_no,
 )
-from .packing import Fitted, Packer, Passage, depth_of, insert_sentence
-from .recall_common import answer_separator
+from .packing import Fitted, Packer, Passage, depth_of
 
 SUITE = "longbench100"
-SEPARATOR = "\n\n"
-PARAGRAPH_CHARS = 1000
-"""Least characters of a passage-count paragraph (about 250 tokens)."""
+KV_PAIRS = 3
+STARS = 4
+MAX_COPIES = 3
+"""Passage count: each article appears 1..MAX_COPIES times, as in the reference."""
+
+Scorer = Callable[[str, Case], float]
+"""Score 0..1 of one answer to one case (a judge can be one)."""
+
+
+@dataclass(frozen=True)
+class Draw:
+    """What one case is built from."""
+
+    rng: random.Random
+    index: int
+    pool: ArticlePool
+    packer: Packer
+    budget: int
+    """Prompt tokens allowed (the cell's length less the generation budget)."""
+    context: BuildContext
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -60,21 +88,24 @@ class Layout:
     prompt: Prompt
     fitted: Fitted
     gold: tuple[str, ...]
-    depth: float | None = None
+    depth: float | None
+    chance: float
     meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class LongBenchTask(ABC):
-    """What the five tasks share: the case loop, the budget, the context format."""
+    """What the tasks share: the case loop, the budget, the context format."""
 
     name: str
     max_new_tokens: int
-    label: str = ""
-    """Passages are numbered ('Passage 3:') when the question refers to them; '' = no labels."""
+    """The reference's generation budget (``config/dataset2maxlen.json``)."""
+    entry: str = "Passage {number}: {text}\n"
+    """How a numbered article appears in the context, in the reference's layout for the task."""
     suite: str = SUITE
     uses_depth: bool = False
-    stop: tuple[str, ...] = ("\n",)
+    stop: tuple[str, ...] = ()
+    """None: the reference generates its whole budget and scores the first line."""
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         pool = load_pool(context.data)
@@ -82,238 +113,292 @@ class LongBenchTask(ABC):
         cases = []
         for index in range(cell.samples):
             rng = random.Random(case_seed(context.seed, self.name, cell.length, cell.depth, index))
-            layout = self.layout(rng, pool, Packer(context, self.unit), budget, context)
+            layout = self.layout(Draw(rng, index, pool, Packer(context, self.unit), budget,
+                                      context))
             cases.append(Case(
                 index, layout.fitted.text, layout.gold, layout.fitted.tokens, layout.depth,
                 self.max_new_tokens, self.stop, context.renderer.chat_source(layout.prompt),
-                meta={"source": pool.source, "passages": len(layout.fitted.passages),
+                meta={"source": pool.source, "passages": len(articles(layout.fitted.passages)),
+                      "chance": layout.chance, "order": order(layout.fitted.passages),
                       **layout.meta}))
         return cases
 
     @abstractmethod
-    def layout(self, rng: random.Random, pool: ArticlePool, packer: Packer, budget: int,
-               context: BuildContext) -> Layout:
-        """One case's context and question, fitted to ``budget`` prompt tokens."""
+    def layout(self, draw: Draw) -> Layout:
+        """One case's context and question, fitted to ``draw.budget`` prompt tokens."""
 
     @abstractmethod
     def score(self, output: str, case: Case) -> float:
-        """Accuracy (0 or 1) of one answer."""
+        """Score 0..1 of one answer."""
 
     # -- helpers shared by the tasks ----------------------------------------------------------
 
-    def unit(self, text: str, number: int = 10) -> str:
-        """How a passage appears in the context, its separator included (for cost estimates)."""
-        return f"{SEPARATOR}{self.label} {number}:\n{text}" if self.label else SEPARATOR + text
+    def unit(self, text: str) -> str:
+        """How an article appears in the context, for cost estimates: its trailing whitespace
+        moved to the front, where the previous article's sits in a context (a tokenizer that
+        merges whitespace into the next word would count it twice at the end)."""
+        entry = self.entry.format(number=10, text=text)
+        body = entry.rstrip()
+        return entry[len(body):] + body
+
+    @staticmethod
+    def line_cost(draw: Draw, lines: Sequence[str]) -> int:
+        """Tokens that inserted lines add to a context, paragraph breaks included."""
+        return sum(len(draw.context.tokenizer.encode(f"\n\n{line}")) for line in lines)
 
     def context_text(self, passages: Sequence[Passage]) -> str:
-        return "".join(self.unit(p.text, i + 1) for i, p in enumerate(passages)).lstrip()
+        """Articles numbered from 1 in the task's layout; inserted lines (``article`` -1) as
+        paragraphs of their own, unnumbered, as the reference writes them."""
+        parts, number = [], 0
+        for passage in passages:
+            if passage.article < 0:
+                parts.append(f"\n\n{passage.text}\n\n")
+            else:
+                number += 1
+                parts.append(self.entry.format(number=number, text=passage.text))
+        return "".join(parts)
 
-    def renderer_for(self, context: BuildContext,
-                     prompt: Callable[[Sequence[Passage]], Prompt]) -> \
+    def renderer_for(self, draw: Draw, prompt: Callable[[Sequence[Passage]], Prompt]) -> \
             Callable[[Sequence[Passage]], str]:
-        return lambda passages: context.renderer.render(prompt(passages))
+        return lambda passages: draw.context.renderer.render(prompt(passages))
 
 
-def answered(context: BuildContext, user: str, prefix: str) -> Prompt:
-    """The prompt with its answer prefix placed as the recall tasks place theirs."""
-    return Prompt(user, answer_separator(context.renderer) + prefix)
+def articles(passages: Sequence[Passage]) -> list[Passage]:
+    """The numbered articles of a context (inserted lines left out)."""
+    return [passage for passage in passages if passage.article >= 0]
 
 
-def distractors(rng: random.Random, pool: ArticlePool, exclude: int = -1) -> Iterator[Passage]:
-    """Every pool article but ``exclude``, in a random order."""
-    order = [i for i in range(len(pool.articles)) if i != exclude]
+def order(passages: Sequence[Passage]) -> list[int | str]:
+    """The context in order: each article's pool index, each inserted line's text."""
+    return [passage.article if passage.article >= 0 else passage.text for passage in passages]
+
+
+def distractors(rng: random.Random, pool: ArticlePool, among: Sequence[int] | None = None,
+                exclude: int = -1) -> Iterator[Passage]:
+    """The pool's articles (or those of ``among``) but ``exclude``, in a random order."""
+    order = [i for i in (range(len(pool.articles)) if among is None else among) if i != exclude]
     rng.shuffle(order)
     return (Passage(pool.articles[i].text, i) for i in order)
 
 
-def paragraphs(articles: Iterator[Passage]) -> Iterator[Passage]:
-    """Articles merged into paragraphs of at least PARAGRAPH_CHARS, so that the unique count
-    stays a count a reader could do (news excerpts alone would make hundreds)."""
-    text, first = "", -1
-    for passage in articles:
-        text, first = (f"{text} {passage.text}", first) if text else (passage.text, passage.article)
-        if len(text) >= PARAGRAPH_CHARS:
-            yield Passage(text, first)
-            text = ""
-
-
-def _cost(packer: Packer, passages: Sequence[Passage]) -> int:
-    return sum(packer.cost(passage.text) for passage in passages)
+def interleave(rng: random.Random, passages: list[Passage], lines: Sequence[str],
+               in_order: bool) -> list[Passage]:
+    """``lines`` as pinned paragraphs, each before a different article chosen at random (the
+    reference's ``random.sample`` of positions); ``in_order``: the lines keep their order in the
+    context, else their order is random too. With fewer articles than lines, some articles get
+    more than one."""
+    count = len(passages)
+    if count >= len(lines):
+        positions = rng.sample(range(count), len(lines))
+    else:
+        positions = [rng.randrange(count) for _ in lines]
+    if in_order:
+        positions.sort()
+    before: dict[int, list[Passage]] = {}
+    for line, position in zip(lines, positions, strict=True):
+        before.setdefault(position, []).append(Passage(line, pinned=True))
+    return [item for i, passage in enumerate(passages) for item in [*before.get(i, []), passage]]
 
 
 def _random_key(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def _require(passages: list[Passage], what: str, budget: int) -> list[Passage]:
+def _require(passages: list[Passage], what: str, room: int, budget: int) -> list[Passage]:
     if not passages:
-        raise CellDoesNotFit(f"no article fits {what} within the budget of {budget} tokens")
+        raise CellDoesNotFit(f"no article fits {what}: {room} tokens are left for articles "
+                             f"within the budget of {budget} tokens")
     return passages
 
 
 class KVRetrieval(LongBenchTask):
-    def layout(self, rng: random.Random, pool: ArticlePool, packer: Packer, budget: int,
-               context: BuildContext) -> Layout:
-        keys = [_random_key(rng) for _ in range(4)]
-        # Chained: each pair's value is the next pair's key (v1 = k2, v2 = k3).
-        pairs = list(zip(keys, keys[1:], strict=False))
-        sentences = [f'Key-value pair: {{"{key}": "{value}"}}.' for key, value in pairs]
-        asked = rng.randrange(len(pairs))
-        key, value = pairs[asked]
+    def layout(self, draw: Draw) -> Layout:
+        rng, packer = draw.rng, draw.packer
+        keys = [_random_key(rng) for _ in range(KV_PAIRS + 1)]
+        pairs = [KV_PAIR.format(key=keys[i], value=keys[i + 1]) for i in range(KV_PAIRS)]
+        question = KV_QUESTION.format(key=keys[0])
 
         def prompt(passages: Sequence[Passage]) -> Prompt:
-            return answered(context, KV_PROMPT.format(context=self.context_text(passages),
-                                                      key=key),
-                            f'The value of the key "{key}" is')
+            return Prompt(KV_PROMPT.format(context=self.context_text(passages), input=question))
 
-        render = self.renderer_for(context, prompt)
-        reserve = sum(packer.cost(sentence) for sentence in sentences)
-        passages = _require(packer.fill(distractors(rng, pool),
-                                        packer.room(render, [], budget, reserve)),
-                            "beside the key-value pairs", budget)
-        slots = rng.sample(range(len(passages)), min(len(sentences), len(passages)))
-        slots += [rng.randrange(len(passages)) for _ in range(len(sentences) - len(slots))]
-        for sentence, slot in zip(sentences, slots, strict=True):
-            passages[slot] = insert_sentence(passages[slot], sentence, rng)
-        fitted = packer.fit(passages, render, budget)
-        return Layout(prompt(fitted.passages), fitted, (value,),
-                      depth_of(self.context_text(fitted.passages), sentences[asked]),
-                      {"key": key})
+        render = self.renderer_for(draw, prompt)
+        room = packer.room(render, [], draw.budget, self.line_cost(draw, pairs))
+        found = _require(packer.fill(distractors(rng, draw.pool), room),
+                         "beside the key-value pairs", room, draw.budget)
+        fitted = packer.fit(interleave(rng, found, pairs, in_order=False), render, draw.budget)
+        return Layout(prompt(fitted.passages), fitted, (keys[1],),
+                      depth_of(self.context_text(fitted.passages), pairs[0]),
+                      1 / len(keys), {"key": keys[0]})
 
     def score(self, output: str, case: Case) -> float:
-        return string_match_all(output, case.gold)
+        return float(last_uuid(output) == case.gold[0])
 
 
 class CountingStars(LongBenchTask):
-    def layout(self, rng: random.Random, pool: ArticlePool, packer: Packer, budget: int,
-               context: BuildContext) -> Layout:
-        counts = rng.sample(range(1, 100), 4)
-        options = star_options(rng, counts)
-        correct = LETTERS[options.index(counts)]
-        choices = "\n".join(f"{LETTERS[i]}. {listing(o)}" for i, o in enumerate(options))
-        sentences = [f"The little penguin counted {n} ★" for n in counts]
+    def layout(self, draw: Draw) -> Layout:
+        rng, packer = draw.rng, draw.packer
+        counts = [rng.randint(1, 100) for _ in range(STARS)]
+        options = [UNANSWERABLE, *map(str, star_options(rng, counts))]
+        answer = options.index(str(counts)) + 1
+        question = STARS_QUESTION.format(options=numbered_options(options))
+        stars = [STAR.format(count=count) for count in counts]
 
         def prompt(passages: Sequence[Passage]) -> Prompt:
-            return answered(context, STARS_PROMPT.format(context=self.context_text(passages),
-                                                         options=choices),
-                            "The final answer is:")
+            return Prompt(STARS_PROMPT.format(context=self.context_text(passages),
+                                              input=question))
 
-        render = self.renderer_for(context, prompt)
-        reserve = sum(packer.cost(sentence) for sentence in sentences)
-        passages = _require(packer.fill(distractors(rng, pool),
-                                        packer.room(render, [], budget, reserve)),
-                            "beside the penguin sentences", budget)
-        slots = sorted(rng.sample(range(len(passages)), min(4, len(passages))))
-        slots += [slots[-1]] * (4 - len(slots))  # few passages: the last one takes the rest
-        for sentence, slot in zip(sentences, slots, strict=True):
-            passages[slot] = insert_sentence(passages[slot], sentence, None)
-        fitted = packer.fit(passages, render, budget)
-        return Layout(prompt(fitted.passages), fitted, (correct, listing(counts)),
-                      meta={"options": [listing(o) for o in options]})
+        render = self.renderer_for(draw, prompt)
+        room = packer.room(render, [], draw.budget, self.line_cost(draw, stars))
+        found = _require(packer.fill(distractors(rng, draw.pool), room),
+                         "beside the penguin counts", room, draw.budget)
+        fitted = packer.fit(interleave(rng, found, stars, in_order=True), render, draw.budget)
+        return Layout(prompt(fitted.passages), fitted, (str(answer), str(counts)), None,
+                      1 / len(options), {"options": options})
 
     def score(self, output: str, case: Case) -> float:
-        return float(chosen_option(output, case.meta["options"]) == case.gold[0])
+        return float(first_number(output) == int(case.gold[0]))
 
 
 class PassageRetrieval(LongBenchTask):
-    def layout(self, rng: random.Random, pool: ArticlePool, packer: Packer, budget: int,
-               context: BuildContext) -> Layout:
-        article_index = rng.choice(pool.news)
-        article = pool.articles[article_index]
-        gold = Passage(article.text, article_index, pinned=True)
+    """Distractors are summarised documents too, as in the reference."""
+
+    def layout(self, draw: Draw) -> Layout:
+        rng, packer, pool = draw.rng, draw.packer, draw.pool
+        gold, summary, room = self._gold(draw)
 
         def prompt(passages: Sequence[Passage]) -> Prompt:
-            return answered(context, RETRIEVAL_PROMPT.format(
-                context=self.context_text(passages), summary=article.title),
-                "The answer is Passage")
+            return Prompt(RETRIEVAL_PROMPT.format(context=self.context_text(passages),
+                                                  input=summary))
 
-        return _with_gold(self, rng, pool, packer, budget, gold, prompt,
-                          self.renderer_for(context, prompt), {"title": article.title})
+        passages = packer.fill(distractors(rng, pool, pool.summarised, gold.article), room)
+        passages.insert(rng.randrange(len(passages) + 1), gold)
+        return _numbered_gold(self, prompt, self.renderer_for(draw, prompt), passages, gold,
+                              draw, {"summary": summary})
+
+    def _gold(self, draw: Draw) -> tuple[Passage, str, int]:
+        """A random summarised document that fits beside its summary (the reference draws among
+        documents shorter than the length left), and the room left for distractors."""
+        need = []
+        for candidate in distractors(draw.rng, draw.pool, draw.pool.summarised):
+            summary = draw.pool.articles[candidate.article].summary
+            fixed = draw.packer.count(draw.context.renderer.render(Prompt(
+                RETRIEVAL_PROMPT.format(context="", input=summary))))
+            room = draw.budget - fixed - draw.packer.cost(candidate.text)
+            if room >= 0:
+                return Passage(candidate.text, candidate.article, pinned=True), summary, room
+            need.append(draw.budget - room)
+        raise CellDoesNotFit(f"no summarised document fits beside its summary and the "
+                             f"instructions: the smallest takes {min(need, default=0)} tokens, "
+                             f"the budget is {draw.budget} tokens")
 
     def score(self, output: str, case: Case) -> float:
         return float(first_number(output) == int(case.gold[0]))
 
 
 class PassageCount(LongBenchTask):
-    def layout(self, rng: random.Random, pool: ArticlePool, packer: Packer, budget: int,
-               context: BuildContext) -> Layout:
-        def prompt(passages: Sequence[Passage]) -> Prompt:
-            return answered(context, COUNT_PROMPT.format(context=self.context_text(passages)),
-                            "The final answer is:")
+    def layout(self, draw: Draw) -> Layout:
+        rng, packer = draw.rng, draw.packer
 
-        render = self.renderer_for(context, prompt)
-        room = packer.room(render, [], budget)
-        articles = distractors(rng, pool)
-        # Unique paragraphs fill 50-80 % of the room, repeats of them most of the rest, and
-        # articles never used close the gap that whole paragraphs leave.
-        unique = _require(packer.fill(paragraphs(articles), round(room * rng.uniform(0.5, 0.8)),
-                                      patience=0), "beside the instructions", budget)
-        repeats = [rng.choice(unique) for _ in range(3 * len(unique))]
-        passages = packer.fill(repeats, room - _cost(packer, unique), unique)
-        passages = packer.fill(articles, room - _cost(packer, passages), passages)
-        rng.shuffle(passages)
-        fitted = packer.fit(passages, render, budget)
-        distinct = len({p.text for p in fitted.passages})
-        return Layout(prompt(fitted.passages), fitted, (str(distinct),),
-                      meta={"repeated": len(fitted.passages) - distinct})
+        def prompt(passages: Sequence[Passage]) -> Prompt:
+            return Prompt(COUNT_PROMPT.format(context=self.context_text(passages)))
+
+        render = self.renderer_for(draw, prompt)
+        room = left = packer.room(render, [], draw.budget)
+        repeated: list[Passage] = []
+        for article in distractors(rng, draw.pool):
+            copies = rng.randint(1, MAX_COPIES)
+            cost = packer.cost(article.text) * copies
+            if cost <= left:
+                repeated += [article] * copies
+                left -= cost
+        _require(repeated, "beside the instructions", room, draw.budget)
+        rng.shuffle(repeated)
+        fitted = packer.fit(repeated, render, draw.budget)
+        unique = len({passage.article for passage in fitted.passages})
+        return Layout(prompt(fitted.passages), fitted, (str(unique),), None,
+                      1 / len(fitted.passages), {"repeated": len(fitted.passages) - unique})
 
     def score(self, output: str, case: Case) -> float:
         return float(first_number(output) == int(case.gold[0]))
 
 
-class SingleDocQA(LongBenchTask):
-    """Yes/no accuracy on a boolq passage among distractors. ``probe`` asks the question with
-    no context, for the evaluator's prior-knowledge filter (``prior_knowledge.py``)."""
+def score_yes_no(output: str, case: Case) -> float:
+    """The judge-free scorer: the answer's first 'yes' or 'no' against the gold one."""
+    return float(yes_or_no(output) == case.gold[0])
 
-    def layout(self, rng: random.Random, pool: ArticlePool, packer: Packer, budget: int,
-               context: BuildContext) -> Layout:
-        article_index = rng.choice(pool.qa)
+
+@dataclass
+class SingleDocQA(LongBenchTask):
+    """A question about one numbered passage among distractors, in the reference's prompt.
+
+    The case's question depends on the task and the sample index only, never on the length, so
+    every length of a task asks (and the prior-knowledge filter probes) the same questions.
+    ``probe`` asks the question with no context, with the reference's no-context prompt, for the
+    evaluator's filter (``prior_knowledge.py``). ``scorer`` scores answers and probes alike: the
+    yes/no variant's is ``score_yes_no``; the judged task gives a judge, its own pool and
+    ``question_format="{question}"``.
+    """
+
+    entry: str = "Passage {number}:\n{text}\n\n"
+    scorer: Scorer = score_yes_no
+    question_format: str = YES_NO_INPUT
+
+    def layout(self, draw: Draw) -> Layout:
+        rng, packer, pool = draw.rng, draw.packer, draw.pool
+        article_index = self.question_order(draw)[draw.index % len(pool.qa)]
         article = pool.articles[article_index]
         gold = Passage(article.text, article_index, pinned=True)
+        question = self.question_format.format(question=article.question)
 
         def prompt(passages: Sequence[Passage]) -> Prompt:
             number = next(i + 1 for i, p in enumerate(passages) if p.pinned)
-            return answered(context, QA_PROMPT.format(
-                context=self.context_text(passages), number=number, question=article.question),
-                "Answer:")
+            return Prompt(QA_PROMPT.format(context=self.context_text(passages),
+                                           instruction=QA_INSTRUCTION.format(number=number),
+                                           input=question))
 
-        layout = _with_gold(self, rng, pool, packer, budget, gold, prompt,
-                            self.renderer_for(context, prompt), {"question": article.question})
-        meta = {**layout.meta, "passage_number": int(layout.gold[0])}
-        return Layout(layout.prompt, layout.fitted, (article.answer,), layout.depth, meta)
+        render = self.renderer_for(draw, prompt)
+        room = packer.room(render, [gold], draw.budget)
+        passages = packer.fill(distractors(rng, pool, exclude=article_index), room)
+        passages.insert(rng.randrange(len(passages) + 1), gold)
+        layout = _numbered_gold(self, prompt, render, passages, gold, draw,
+                                {"question": question, "question_id": article_index})
+        return Layout(layout.prompt, layout.fitted, (article.answer,), layout.depth, 0.5,
+                      {**layout.meta, "passage_number": int(layout.gold[0])})
+
+    def question_order(self, draw: Draw) -> list[int]:
+        """The pool's questions in a per-task order (seeded by task, not by length)."""
+        order = list(draw.pool.qa)
+        random.Random(case_seed(draw.context.seed, self.name, "questions")).shuffle(order)
+        return order
 
     def probe(self, case: Case, context: BuildContext) -> Case:
-        prompt = answered(context, QA_PROBE_PROMPT.format(question=case.meta["question"]),
-                          "Answer:")
+        prompt = Prompt(QA_PROBE_PROMPT.format(input=case.meta["question"]))
         text = context.renderer.render(prompt)
         return Case(case.index, text, case.gold, context.renderer.count(text), None,
                     self.max_new_tokens, self.stop, context.renderer.chat_source(prompt),
                     meta={"probe_of": case.index})
 
     def score(self, output: str, case: Case) -> float:
-        return float(yes_or_no(output) == case.gold[0])
+        return self.scorer(output, case)
 
 
-def _with_gold(task: LongBenchTask, rng: random.Random, pool: ArticlePool, packer: Packer,
-               budget: int, gold: Passage, prompt: Callable[[Sequence[Passage]], Prompt],
-               render: Callable[[Sequence[Passage]], str], meta: dict[str, Any]) -> Layout:
-    """One gold article among distractors at a random position; the gold answer is its number."""
-    passages = _require(packer.fill(distractors(rng, pool, exclude=gold.article),
-                                    packer.room(render, [gold], budget)),
-                        "beside the gold article", budget)
-    passages.insert(rng.randrange(len(passages) + 1), gold)
-    fitted = packer.fit(passages, render, budget)
+def _numbered_gold(task: LongBenchTask, prompt: Callable[[Sequence[Passage]], Prompt],
+                   render: Callable[[Sequence[Passage]], str], passages: list[Passage],
+                   gold: Passage, draw: Draw, meta: dict[str, Any]) -> Layout:
+    """Fit a context that holds one gold article; the gold answer is its number."""
+    fitted = draw.packer.fit(passages, render, draw.budget)
     number = fitted.passages.index(gold) + 1
+    context = task.context_text(fitted.passages)
     return Layout(prompt(fitted.passages), fitted, (str(number),),
-                  depth_of(task.context_text(fitted.passages), task.unit(gold.text, number)
-                           .lstrip()), meta)
+                  depth_of(context, task.entry.format(number=number, text=gold.text)),
+                  1 / len(fitted.passages), meta)
 
 
-TASKS = [
-    KVRetrieval("kv_retrieval", max_new_tokens=48),
-    CountingStars("counting_stars", max_new_tokens=24),
-    PassageRetrieval("passage_retrieval", max_new_tokens=8, label="Passage"),
-    PassageCount("passage_count", max_new_tokens=8, label="Paragraph"),
-    SingleDocQA("single_doc_qa", max_new_tokens=8, label="Passage"),
+TASKS: list[LongBenchTask] = [
+    KVRetrieval("kv_retrieval", max_new_tokens=64),
+    CountingStars("counting_stars", max_new_tokens=32, entry="Passage {number}:\n{text}\n"),
+    PassageRetrieval("passage_retrieval", max_new_tokens=32, entry="Passage {number}: {text}\n\n"),
+    PassageCount("passage_count", max_new_tokens=32, entry="Paragraph {number}: {text}\n\n"),
+    SingleDocQA("single_doc_qa_yesno", max_new_tokens=16),
 ]
 register_all(list[GenerationTask](TASKS))

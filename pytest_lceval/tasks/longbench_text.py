@@ -1,107 +1,126 @@
-"""What the 100-LongBench tasks say to the model (the prompts of the paper's appendix A.3, with
-the answer formats made explicit) and how their answers are read."""
+"""What the 100-LongBench tasks say to the model and how their answers are read, as the reference
+code does it (github:uservan/100-LongBench: prompts from ``config/dataset2prompt.json``, questions
+and context formats from ``utils/data_utils.py``, scoring from ``utils/metrics.py`` and
+``eval_trec.py``; paper appendix A.3).
+
+Every prompt is the reference's whole prompt, cue included ("The final answer is: "), sent as the
+user's text; answers are read from their first non-empty line, as ``eval_trec.py`` reads them.
+"""
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 _NUMBER = re.compile(r"\d+")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                   r"[0-9a-fA-F]{12}\b")
 _YES_NO = re.compile(r"\b(yes|no)\b")
-_LIST = re.compile(r"\[([\d,\s]+)\]")
-_LETTER = re.compile(r"\b([A-D])\b")
-LETTERS = "ABCD"
 
 KV_PROMPT = (
     "There are some passages below sourced from many different fields.\n\n{context}\n\n"
     "Given several key-value pairs in these passages, you need to find the value of the key. "
-    "Read the question related with these key-value pairs and give the correct answer. "
-    'What is the value of the key "{key}"?')
+    "Read the question related with these key-value pairs and give the correct answer. {input} ")
+KV_QUESTION = "Answer: the value of {key} is"
+KV_PAIR = "The value of {key} is {value}."
+
 STARS_PROMPT = (
     "There are some passages below sourced from many different fields.\n\n{context}\n\n"
     "Only output the results without any explanation. Read the following question and give "
-    "the correct answer: The little penguin counted stars in four of the passages above. "
-    "Which option lists the counts in the order they appear?\n{options}")
+    "the correct answer: {input}\nThe final answer is: ")
+STARS_QUESTION = (
+    "On this moonlit and misty night, the little penguin is looking up at the sky and "
+    "concentrating on counting ★. Please help the little penguin collect the number of ★, for "
+    "example: [x, x, x,...]. The summation is not required, and the numbers in [x, x, x,...]. "
+    "represent the counted number of ★ by the little penguin.\n"
+    "Question: Which of the following is the correct number of ★ the little penguin collect?\n"
+    "{options}Please provide your answer as a single number (1, 2, 3, 4 ...) without any "
+    "explanation.")
+STAR = "The little penguin counted {count} ★"
+UNANSWERABLE = "unanswerable"
+
 RETRIEVAL_PROMPT = (
-    "Here are some passages from many different fields, along with a summarization. Please "
+    "Here are some passages from many different fields, along with an summarization. Please "
     "determine which passage the summarization is from.\n\n{context}\n\n"
-    "The following is a summarization.\n\n{summary}\n\nPlease enter the number of the passage "
+    "The following is a summarization.\n\n{input}\n\nPlease enter the number of the passage "
     'that the summarization is from. The answer format must be like "Passage 1", '
-    '"Passage 2", etc.')
+    '"Passage 2", etc.\n\nThe answer is Passage ')
+
 COUNT_PROMPT = (
     "There are some paragraphs below sourced from many different fields. Some of them may be "
     "duplicates. Please carefully read these paragraphs and determine how many unique "
     "paragraphs there are after removing duplicates. In other words, how many non-repeating "
     "paragraphs are there in total?\n\n{context}\n\nPlease enter the final count of unique "
     "paragraphs after removing duplicates. The output format should only contain the number, "
-    "such as 1, 2, 3, and so on.")
+    "such as 1, 2, 3, and so on.\n\nThe final answer is: ")
+
 QA_PROMPT = (
     "Answer the question based on the given passages. Only give me the answer and do not "
     "output any other words.\n\nThe following are given passages and these passages are from "
     "many different fields.\n\n{context}\n\nAnswer the question based on the given passages "
-    "following the instruction:\nAnswer the question related to Passage {number}.\n\n"
-    "Question: {question}?\nOnly answer yes or no and do not output any other words.")
+    "following the instruction: \n{instruction}\n\nQuestion: {input}\nOnly give me the answer "
+    "and do not output any other words. Answer:\n")
+QA_INSTRUCTION = "Answer the question related with Passage {number}. "
 QA_PROBE_PROMPT = (
-    "Answer the question with yes or no. Only give me the answer and do not output any other "
-    "words.\n\nQuestion: {question}?")
+    "Answer the question as concisely as you can, using a single phrase or sentence if "
+    'possible. If the question cannot be answered, write "unanswerable". Do not provide any '
+    "explanation. Question: {input}\nOnly give me the answer and do not output any other "
+    "words. Answer:\n ")
+"""The reference's ``qa_old`` prompt: the question with no passages (the prior-knowledge probe)."""
+YES_NO_INPUT = "{question}? Answer yes or no."
+"""The judge-free variant's question: a boolq question with the answer format made explicit."""
+
+
+def first_line(output: str) -> str:
+    """The line the reference scores: the answer's first line after leading newlines."""
+    return output.lstrip("\n").split("\n")[0]
 
 
 def first_number(output: str) -> int | None:
-    """The first whole number of an answer (a passage number, a count)."""
-    match = _NUMBER.search(output)
+    """The first whole number of the answer's first line (the reference's ``acc_score``)."""
+    match = _NUMBER.search(first_line(output))
     return int(match.group()) if match else None
 
 
+def last_uuid(output: str) -> str | None:
+    """The last UUID of the answer's first line (the reference's ``kv_retrieval_score``)."""
+    found = _UUID.findall(first_line(output))
+    return found[-1] if found else None
+
+
 def yes_or_no(output: str) -> str | None:
-    """The first 'yes' or 'no' of an answer."""
-    answer = _YES_NO.search(output.lower())
+    """The first 'yes' or 'no' of the answer's first line."""
+    answer = _YES_NO.search(first_line(output).lower())
     return answer.group(1) if answer else None
 
 
 def star_options(rng: random.Random, counts: list[int]) -> list[list[int]]:
-    """The correct sequence and three distractors (two numbers swapped, one value altered, the
-    order reversed or rotated), all distinct, in a random order."""
-    options = [counts]
-    makers: list[Callable[[], list[int]]] = [
-        lambda: _swapped(rng, counts), lambda: _altered(rng, counts),
-        lambda: counts[::-1], lambda: counts[1:] + counts[:1], lambda: _swapped(rng, counts),
-        lambda: _altered(rng, counts)]
-    for make in makers * 4:
-        candidate = make()
-        if candidate not in options:
-            options.append(candidate)
-        if len(options) == 4:
-            break
+    """The reference's four sequences, shuffled: two with a pair of counts exchanged, one with a
+    count redrawn, and the counts themselves. Unlike the reference, a distractor that equals the
+    answer is replaced by a redrawn one, so that exactly one option is correct."""
+    options = [_exchanged(rng, counts), _modified(rng, counts), list(counts),
+               _exchanged(rng, counts)]
+    for i in (0, 1, 3):
+        while options[i] == counts:
+            options[i] = _modified(rng, counts)
     rng.shuffle(options)
     return options
 
 
-def _swapped(rng: random.Random, counts: list[int]) -> list[int]:
+def _exchanged(rng: random.Random, counts: list[int]) -> list[int]:
     i, j = rng.sample(range(len(counts)), 2)
     swapped = list(counts)
     swapped[i], swapped[j] = swapped[j], swapped[i]
     return swapped
 
 
-def _altered(rng: random.Random, counts: list[int]) -> list[int]:
-    altered = list(counts)
-    altered[rng.randrange(len(counts))] = rng.choice([n for n in range(1, 100) if n not in counts])
-    return altered
+def _modified(rng: random.Random, counts: list[int]) -> list[int]:
+    modified = list(counts)
+    modified[rng.randrange(len(counts))] = rng.randint(1, 100)
+    return modified
 
 
-def listing(counts: Sequence[int]) -> str:
-    """[38, 10, 90, 42]"""
-    return "[" + ", ".join(map(str, counts)) + "]"
-
-
-def chosen_option(output: str, options: Sequence[str]) -> str | None:
-    """The option an answer picks: a bracketed sequence if it writes one, else its first
-    standalone letter A-D."""
-    written = _LIST.search(output)
-    if written:
-        numbers = [int(n) for n in _NUMBER.findall(written.group(1))]
-        written_listing = listing(numbers)
-        return LETTERS[options.index(written_listing)] if written_listing in options else "?"
-    letter = _LETTER.search(output)
-    return letter.group(1) if letter else None
+def numbered_options(options: Sequence[object]) -> str:
+    """'1. unanswerable\\n2. [38, 10, 90, 42]\\n...' as the reference writes its options."""
+    return "".join(f"{i + 1}. {option}\n" for i, option in enumerate(options))

@@ -1,9 +1,10 @@
-"""The recall suite (HELMET's synthetic recall category): RULER's NIAH variants and JSON KV.
+"""The recall suite (HELMET's synthetic recall category): RULER's synthetic tasks and JSON KV.
 
 HELMET's recall subset is json_kv, niah_multikey_2 (MK needle), niah_multikey_3 (MK UUID) and
-niah_multivalue (MV); the other NIAH variants are RULER's and run in the same suite.
+niah_multivalue (MV); the other tasks are RULER's (HELMET runs them in its ``ruler`` config) and
+run in the same suite. RULER's QA tasks come with the RAG data, not here.
 
-| task | haystack | key | value(s) | metric |
+| task | haystack | key | answer | metric |
 | --- | --- | --- | --- | --- |
 | niah_single_1 | noise (one repeated line) | word | number | string_match_all |
 | niah_single_2 | essay | word | number | string_match_all |
@@ -14,23 +15,33 @@ niah_multivalue (MV); the other NIAH variants are RULER's and run in the same su
 | niah_multivalue | essay | word | 4 numbers | string_match_all |
 | niah_multiquery | essay | 4 words | 4 numbers | string_match_all |
 | json_kv | JSON object of UUID pairs | UUID | UUID | SubEM |
+| vt | noise, one 4-hop assignment chain | number | 5 variables | string_match_all |
+| cwe | numbered word list, 10 words repeated | - | 10 words | string_match_all |
+| fwe | Zipf-distributed coded words | - | 3 words | string_match_all |
 
 Choices, each explained where it is made:
 
-- Every prompt has HELMET's two in-context demonstrations (own keys, never the test key) and
-  ends with HELMET's answer prefix, for base and chat-template models alike (``recall_common``).
-- Multi-value and multi-query needles lie at random depths (as in RULER), so those two tasks
-  have no depth axis; their needles' depths are in ``Case.meta["key_depths"]``.
+- Prompts are HELMET's templates and end with HELMET's answer prefix, for base and
+  chat-template models alike (``recall_common``). Only JSON KV has HELMET's two in-context
+  demonstrations (own keys, never the test key); HELMET gives RULER tasks none, except the one
+  solved example RULER itself puts before vt and cwe.
+- No stop string: HELMET's recall runs with ``stop_new_line: false`` and scores the whole
+  output (``recall_common``).
+- Under ``--chat-template auto`` the recall tasks read the raw prompt (HELMET's
+  ``use_chat_template: false``); ``on`` and ``off`` decide for themselves (``chat_choice``).
+- Multi-value and multi-query needles, the vt chain and the cwe / fwe lists have no single
+  depth (as in RULER), so those tasks have no depth axis; needles' depths are in
+  ``Case.meta["key_depths"]``.
 - Depth is counted in tokens as the share of the rest of the context before the key item, so 0 %
   is first and 100 % last at any length (``haystack_text``).
 - Case i draws the same keys, values and demonstrations at every length and depth, so heatmap
   rows and columns are paired (``recall_common.case_rngs``).
 - Length: prompt (template, BOS) + generation budget within [99 %, 100 %] of the cell length,
-  measured with the model's renderer; haystacks of whole items (needles, JSON pairs) coarser
-  than 1 % of a small length are accepted within one item (``fitting``).
+  measured with the model's renderer; haystacks of whole items (needles, JSON pairs, words)
+  coarser than 1 % of a small length are accepted within one item (``fitting``).
 
-Generators live in ``recall_niah`` and ``recall_json``; the token-level context builder in
-``haystack_text``, ``haystack_items`` and ``fitting``.
+Generators live in ``recall_niah``, ``recall_json``, ``recall_variables`` and ``recall_words``;
+the token-level context builder in ``haystack_text``, ``haystack_items`` and ``fitting``.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ from __future__ import annotations
 from .base import GenerationTask, register_all
 from .recall_json import JsonKvTask
 from .recall_niah import NiahTask
+from .recall_variables import VariableTrackingTask
+from .recall_words import CommonWordsTask, FrequentWordsTask
 
 MULTI_ANSWER_TOKENS = 50
 """Generation budget for a UUID or four numbers."""
@@ -53,6 +66,9 @@ TASKS: list[GenerationTask] = [
     NiahTask("niah_multivalue", "essay", values=4, max_new_tokens=MULTI_ANSWER_TOKENS),
     NiahTask("niah_multiquery", "essay", queries=4, max_new_tokens=MULTI_ANSWER_TOKENS),
     JsonKvTask(),
+    VariableTrackingTask(),
+    CommonWordsTask(),
+    FrequentWordsTask(),
 ]
 
 register_all(TASKS)

@@ -4,14 +4,24 @@ Answer prefix. HELMET appends the answer prefix ("The special magic number for X
 provided text is", "Corresponding value:") for base models, after a newline, and also for
 chat-template models, right after the assistant marker; we do the same in both modes. It makes
 the answer's position predictable for every model and keeps the two modes comparable.
+
+Decoding. HELMET's recall and RULER configs set ``stop_new_line: false`` and score the whole
+output, so a recall case has no stop string: an answer after a leading newline, or values on
+several lines, still count. The generation budget (and the model's end-of-turn token) ends it.
+
+Chat template. HELMET's recall and RULER configs set ``use_chat_template: false``: under
+``--chat-template auto`` the recall tasks get the raw prompt even from an instruct model
+(``USE_CHAT_TEMPLATE``, resolved in ``chat_choice``); ``on`` and ``off`` still decide.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
-from ..grid import case_seed
+from ..grid import Cell, case_seed
+from ..metrics import string_match_all
 from ..models.base import Renderer, Tokenizer
 from ..records import Case
 from .base import BuildContext
@@ -29,9 +39,10 @@ from .haystack_text import (
 )
 
 DEMOS = 2
-"""In-context demonstrations per prompt, as HELMET."""
-STOP = ("\n",)
-"""Every recall answer is one line (the demonstrations show it so)."""
+"""JSON KV's in-context demonstrations, as HELMET (``shots: 2``). HELMET gives the RULER tasks
+none (its loader drops shots for them), so the NIAH tasks have none either."""
+USE_CHAT_TEMPLATE = False
+"""HELMET's ``use_chat_template`` for recall (configs/recall.yaml, configs/ruler.yaml)."""
 SYNTHETIC = "synthetic"
 """The ``source`` of haystacks generated rather than read (noise, needles, JSON)."""
 
@@ -52,14 +63,6 @@ def corpus(kind: str, context: BuildContext) -> tuple[TokenizedCorpus, str]:
         return tokenized(context.tokenizer, noise_units()), SYNTHETIC
     texts, source = context.data.essays()
     return tokenized(context.tokenizer, sentence_units(texts)), source
-
-
-def whole_units(text: TokenizedCorpus, start: int, count: int) -> list[Piece]:
-    """``count`` whole sentences from ``start`` (cycling): the short haystack of a demonstration."""
-    size = len(text.units)
-    pieces = [Piece(text.units[(start + i) % size], len(text.ids[(start + i) % size]))
-              for i in range(count)]
-    return pieces
 
 
 Placements = list[tuple[Piece, float]]
@@ -90,4 +93,25 @@ def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Re
             "key_depths": [round(d, 3) for _, d in fitted.context.depths]}
     return Case(index=index, prompt=fitted.rendered, gold=tuple(gold),
                 prompt_tokens=fitted.prompt_tokens, depth=depth, max_new_tokens=max_new_tokens,
-                stop=STOP, chat=renderer.chat_source(fitted.prompt), meta=meta)
+                chat=renderer.chat_source(fitted.prompt), meta=meta)
+
+
+@dataclass
+class WholeContextTask:
+    """A recall task with no depth axis (its items spread over the whole context) scored by
+    RULER's string_match_all: VT, CWE and FWE differ only in how they draw one case."""
+
+    name: str = ""
+    suite: str = "recall"
+    uses_depth: bool = False
+    use_chat_template: bool = USE_CHAT_TEMPLATE
+    max_new_tokens: int = 50
+
+    def build(self, cell: Cell, context: BuildContext) -> list[Case]:
+        return [self._case(cell, context, index) for index in range(cell.samples)]
+
+    def score(self, output: str, case: Case) -> float:
+        return string_match_all(output, case.gold)
+
+    def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
+        raise NotImplementedError

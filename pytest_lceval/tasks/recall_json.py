@@ -36,7 +36,15 @@ from .base import BuildContext
 from .fitting import Frame, fit
 from .haystack_items import fill, shared_stream
 from .haystack_text import Context, Piece, assemble, piece
-from .recall_common import DEMOS, SYNTHETIC, answer_separator, case_rngs, make_case, place
+from .recall_common import (
+    DEMOS,
+    SYNTHETIC,
+    USE_CHAT_TEMPLATE,
+    answer_separator,
+    case_rngs,
+    make_case,
+    place,
+)
 from .recall_values import Draw
 
 INSTRUCTION = "Extract the value corresponding to the specified key in the JSON object below."
@@ -61,6 +69,7 @@ class JsonKvTask:
     name: str = "json_kv"
     suite: str = "recall"
     uses_depth: bool = True
+    use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = 50
     """A UUID is ~35 BPE tokens."""
 

@@ -1,19 +1,19 @@
 """RULER's needle-in-a-haystack tasks: single, multi-key, multi-value and multi-query needles in a
-noise, essay or needle haystack, with HELMET's wording, answer prefix and two demonstrations.
+noise, essay or needle haystack, with HELMET's wording and answer prefix and no demonstrations
+(HELMET's loader gives RULER tasks none; RULER has none).
 
 Prompt (base model; with a chat template the user text is templated and the prefix opens the
 assistant turn)::
 
-    <demonstration 1>\\n\\n<demonstration 2>\\n\\n
     A special magic number is hidden within the following text. Make sure to memorize it. ...
     <context>
     What is the special magic number for tall-river mentioned in the provided text?
     The special magic number for tall-river mentioned in the provided text is
 
-A demonstration is the same task on a five-sentence haystack (three needles for the needle
-haystack) with its own keys, followed by its answer. The queried needle sits at the cell's depth;
-distractor needles, and the needles of multi-value / multi-query tasks (which have no single
-depth, as in RULER), sit at random depths.
+As in RULER, needles join an essay's sentences with a space and sit on their own lines in the
+noise haystack (one noise line a line) and in the needle haystack. The queried needle sits at
+the cell's depth; distractor needles, and the needles of multi-value / multi-query tasks (which
+have no single depth, as in RULER), sit at random depths.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from .fitting import Frame, fit
 from .haystack_items import Stream, fill, shared_stream
 from .haystack_text import Context, Piece, Splitter, TokenizedCorpus, assemble, piece
 from .recall_common import (
-    DEMOS,
     SYNTHETIC,
+    USE_CHAT_TEMPLATE,
     Placements,
     answer_separator,
     case_rngs,
@@ -40,14 +40,8 @@ from .recall_common import (
     make_case,
     place,
     splitter,
-    whole_units,
 )
 from .recall_values import Draw
-
-DEMO_SENTENCES = 5
-"""Haystack sentences of a demonstration (one noise line)."""
-DEMO_NEEDLES = 3
-"""Distractor needles forming a demonstration's needle haystack."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +110,7 @@ class NiahTask:
     """Keys asked at once (multi-query)."""
     max_new_tokens: int = 20
     suite: str = "recall"
+    use_chat_template: bool = USE_CHAT_TEMPLATE
     uses_depth: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -132,8 +127,6 @@ class NiahTask:
         rng, filler_rng = case_rngs(context, self.name, index)
         keys, values = Draw(rng, self.key_kind), Draw(rng, self.value_kind)
         test = self._draw(keys, values)
-        demos = [self._demonstration(context, self._draw(keys, values), keys, values, rng)
-                 for _ in range(DEMOS)]
         haystack = self._haystack(context, rng, filler_rng, (keys, values), index)
         depth = cell.depth if self.uses_depth else None
         scattered, golds = self._key_items(context.tokenizer, test, depth, rng)
@@ -143,8 +136,7 @@ class NiahTask:
             pieces = place(haystack.pieces(budget - key_tokens), scattered)
             return assemble(place(pieces, golds, haystack.split))
 
-        frame = Frame("".join(demo + "\n\n" for demo in demos) + self.wording.instruction() + "\n",
-                      "\n" + self.wording.question(test.query),
+        frame = Frame(self.wording.instruction() + "\n", "\n" + self.wording.question(test.query),
                       answer_separator(context.renderer) + self.wording.prefix(test.query))
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      key_tokens, f"{self.name} at {cell.length} tokens", haystack.granularity)
@@ -166,8 +158,9 @@ class NiahTask:
 
     @property
     def _lead(self) -> str:
-        """What separates a needle from the text before it: a line in a needle haystack."""
-        return "\n" if self.haystack == "needle" else " "
+        """What separates a needle from the text before it: a space between an essay's
+        sentences, a line break between noise lines or needles (RULER's joins)."""
+        return " " if self.haystack == "essay" else "\n"
 
     def _draw(self, keys: Draw, values: Draw) -> Draws:
         query = keys.many(self.queries)
@@ -176,23 +169,6 @@ class NiahTask:
 
     def _needle(self, tokenizer: Tokenizer, pair: tuple[str, str], tag: str | None) -> Piece:
         return piece(tokenizer, self._lead + self.wording.needle(*pair), tag)
-
-    def _demonstration(self, context: BuildContext, draws: Draws, keys: Draw, values: Draw,
-                       rng: random.Random) -> str:
-        """A short solved example: the same task with its own keys on a small haystack."""
-        tokenizer = context.tokenizer
-        if self.haystack == "needle":
-            pieces = [self._needle(tokenizer, (keys(), values()), None)
-                      for _ in range(DEMO_NEEDLES)]
-        else:
-            text, _ = corpus(self.haystack, context)
-            pieces = whole_units(text, rng.randrange(len(text.units)), DEMO_SENTENCES)
-        needles = [self._needle(tokenizer, pair, "key")
-                   for pair in [*draws.distractors, *draws.golds]]
-        demo = assemble(place(pieces, [(p, rng.uniform(0, 100)) for p in needles])).text
-        answer = ", ".join(value for _, value in draws.golds)
-        return (f"{self.wording.instruction()}\n{demo}\n{self.wording.question(draws.query)}\n"
-                f"{self.wording.prefix(draws.query)} {answer}.")
 
     def _haystack(self, context: BuildContext, rng: random.Random, filler_rng: random.Random,
                   drawn: tuple[Draw, Draw], index: int) -> _Prose | _Needles:
@@ -210,8 +186,9 @@ class NiahTask:
         if self.haystack not in ("noise", "essay"):
             raise ValueError(f"{self.name}: unknown haystack {self.haystack!r}")
         text, source = corpus(self.haystack, context)
-        start = rng.randrange(len(text.units)) if self.haystack == "essay" else 0
-        return _Prose(text, context.tokenizer, start, source)
+        essay = self.haystack == "essay"
+        start = rng.randrange(len(text.units)) if essay else 0
+        return _Prose(text, context.tokenizer, start, source, cuttable=essay)
 
     def _filler(self, tokenizer: Tokenizer, keys: Draw, values: Draw) -> Iterator[Piece]:
         while True:
@@ -220,20 +197,23 @@ class NiahTask:
 
 @dataclass(frozen=True)
 class _Prose:
-    """A prose haystack read from a tokenised corpus from ``start``; cut at any token."""
+    """A prose haystack read from a tokenised corpus from ``start``; its end cut at any token."""
 
     corpus: TokenizedCorpus
     tokenizer: Tokenizer
     start: int
     source: str
+    cuttable: bool
+    """Whether a unit may be cut to place a needle: an essay's sentence may, a noise line
+    (RULER keeps each whole) may not."""
 
     def pieces(self, budget: int) -> list[Piece]:
         return self.corpus.take(self.tokenizer, self.start, budget)
 
     @property
-    def split(self) -> Splitter:
-        """A sentence may be cut at a word boundary to place the needle at its depth."""
-        return splitter(self.tokenizer)
+    def split(self) -> Splitter | None:
+        """An essay's sentence may be cut at a word boundary to place the needle at its depth."""
+        return splitter(self.tokenizer) if self.cuttable else None
 
     @property
     def granularity(self) -> int:

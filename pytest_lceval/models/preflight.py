@@ -1,0 +1,132 @@
+"""Cheap checks of a ``--model`` spec before anything loads: the folder or file exists and holds a
+model, the device asked for exists, the server answers.
+
+A model that cannot load would otherwise fail on every xdist worker, after collection, with the
+loader's own words (a hub repo-id rule for a missing folder, "install sentencepiece" for an empty
+one). These checks run once on the controller at session start and name the real cause. They
+import torch only when a CUDA or MPS device is asked for, and openai only for a served model;
+what cannot be checked cheaply (a hub id, offline) is left to the load.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .registry import LoadOptions, split_spec
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json",
+                   "*.bin.index.json")
+"""Files that hold (or index) a Hugging Face model's weights."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json",
+                   "vocab.txt", "spiece.model")
+"""Files of which a model folder needs at least one for its tokenizer to load."""
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+"""'org/name' or 'name': what the hub accepts; anything else can only be a path."""
+
+
+class PreflightError(ValueError):
+    """The model cannot load; the message says why and what to do."""
+
+
+def check_model(spec: str, options: LoadOptions) -> None:
+    """Raise PreflightError (or the registry's MissingDependencyError) if ``spec`` cannot load."""
+    kind, rest = split_spec(spec)
+    if kind == "preset":
+        from .presets import check_installed
+
+        check_installed(rest)
+        check_device(options.device)
+    elif kind == "hf":
+        check_source(rest, "hf")
+        check_device(options.device)
+    elif kind == "vllm":
+        check_source(rest, "vllm")
+    elif kind == "mock":
+        from .mock import load_mock
+
+        load_mock(rest, options)  # pure and instant: building it validates name and parameters
+    elif kind == "openai":
+        _check_served(rest, options)
+
+
+def check_source(rest: str, kind: str) -> None:
+    """A local folder must hold a model, a .gguf file must exist; a hub id passes."""
+    if not rest:
+        raise PreflightError(f"give a model folder, a .gguf file or a hub id after '{kind}:'")
+    path = Path(rest).expanduser()
+    if rest.endswith(".gguf"):
+        if not path.is_file():
+            raise PreflightError(f"no GGUF file {path}: check the path")
+        return
+    if path.is_dir():
+        _check_folder(path)
+    elif path.exists():
+        raise PreflightError(f"{path} is a file, not a model folder: give the folder that holds "
+                             f"config.json and the weights, or a .gguf file")
+    elif not _HUB_ID.fullmatch(rest):
+        raise PreflightError(f"no model folder {path}: check the path (or give a hub id such as "
+                             f"HuggingFaceTB/SmolLM2-135M-Instruct)")
+
+
+def _check_folder(path: Path) -> None:
+    entries = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+    if not entries:
+        raise PreflightError(f"model folder {path} is empty: download or convert the model "
+                             f"into it (config.json and *.safetensors)")
+    config = path / "config.json"
+    if not config.is_file():
+        ggufs = sorted(path.glob("*.gguf"))
+        if ggufs:
+            raise PreflightError(f"{path} holds GGUF files, not a Hugging Face folder: give "
+                                 f"the file, e.g. --model=hf:{ggufs[0]}")
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise PreflightError(f"{path} is not a model folder: it has no config.json (it has "
+                             f"{shown})")
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PreflightError(f"{config} is not valid JSON ({exc}): re-download it") from None
+    if not any(next(path.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        raise PreflightError(f"{path} has config.json but no weights (*.safetensors or *.bin): "
+                             f"download them into it")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise PreflightError(f"{path} has no tokenizer ({', '.join(TOKENIZER_FILES[:2])}, ...): "
+                             f"copy the model's tokenizer files into it")
+
+
+def check_device(device: str) -> None:
+    """A CUDA or MPS device must exist in this torch; 'auto' and 'cpu' always do."""
+    if not device.startswith(("cuda", "mps")):
+        return
+    import torch
+
+    if device == "mps":
+        if not torch.backends.mps.is_available():
+            raise PreflightError("--lceval-device mps: this machine's torch has no MPS backend: "
+                                 "use --lceval-device cpu or auto")
+        return
+    if not torch.cuda.is_available():
+        raise PreflightError(f"--lceval-device {device}: torch {torch.__version__} sees no CUDA "
+                             f"GPU (a CPU build, or no GPU visible): use --lceval-device cpu or "
+                             f"auto, or install a CUDA build of torch")
+    _, _, index = device.partition(":")
+    count = torch.cuda.device_count()
+    if index and int(index) >= count:
+        raise PreflightError(f"--lceval-device {device}: only {count} CUDA GPU(s) visible "
+                             f"(cuda:0..cuda:{count - 1})")
+
+
+def _check_served(model: str, options: LoadOptions) -> None:
+    """A model name, a tokenizer folder that exists, and a server that answers."""
+    if not model:
+        raise PreflightError("give the served model's name: --model=openai:NAME")
+    tokenizer = options.serving.tokenizer
+    if tokenizer and not tokenizer.startswith("tiktoken:") and not Path(tokenizer).expanduser() \
+            .exists() and not _HUB_ID.fullmatch(tokenizer):
+        raise PreflightError(f"--lceval-tokenizer {tokenizer}: no such folder; give the served "
+                             f"model's tokenizer folder, an HF id or tiktoken:NAME")
+    from .openai_setup import health_check
+
+    health_check(options.serving)

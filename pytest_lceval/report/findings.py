@@ -1,0 +1,112 @@
+"""What a reader should look at first in a suite, and why cells were skipped.
+
+A new user opening a report of hundreds of cells needs two answers before any figure: which
+cells are worst, and which cells did not run and why. Both are computed here from the results
+alone (no files), so the HTML report and its tests agree on them. Cells are named by their
+test parameter id ('json_kv-8k-50'): what pytest prints and ``-k`` selects.
+
+"Worst" follows each suite's own verdict: Task Haystack FAILs (the most negative t first), then
+failed cells (the biggest LongScore drop, else the lowest score, first), then LongScore drops
+of cells that passed, then the lowest scores.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..results import CellResult
+from .summary import cell_label
+
+LOOK_FIRST = 3
+"""Cells named in a suite's 'look first' line."""
+SKIP_EXAMPLES = 6
+"""Cells listed per skip reason; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One cell with the number that makes it bad (or least good)."""
+
+    result: CellResult
+    why: str
+    bad: bool
+    """A FAIL, a failed cell or a LongScore drop: worth a look even when others are lower."""
+    rank: tuple[int, float]
+    """Sort key: the kind of problem (lower is worse), then its number (lower is worse)."""
+
+
+def judge_cell(result: CellResult) -> Finding | None:
+    """The cell's finding by its suite's own verdict; None when nothing was measured."""
+    m = result.metrics
+    failed = result.outcome == "failed"
+    if "verdict" in m:  # Task Haystack: the paired t-test decides
+        fail = m["verdict"] == "FAIL"
+        return Finding(result, f"{m['verdict']}, stream index {m.get('stream_index')}, L-acc "
+                               f"{_pct(m.get('l_acc'))} vs S-acc {_pct(m.get('s_acc'))}, "
+                               f"t {_fixed(m.get('t'), 2)}",
+                       fail, (0 if fail else 5, _number(m.get("t"))))
+    if math.isnan(result.score):
+        return None
+    lc = m.get("longscore")
+    if m.get("longscore_role") == "long" and lc is not None and lc < 0:
+        return Finding(result, ("FAIL, " if failed else "") + f"LongScore {lc:+.1f}%, score "
+                               f"{_pct(result.score)}", True, (1 if failed else 3, float(lc)))
+    return Finding(result, ("FAIL, " if failed else "") + f"score {_pct(result.score)}", failed,
+                   (2 if failed else 4, result.score))
+
+
+def worst_cells(results: list[CellResult]) -> list[Finding]:
+    """Every measured cell, worst first (see the module docstring)."""
+    found = [f for r in results if r.outcome != "skipped" and (f := judge_cell(r)) is not None]
+    return sorted(found, key=lambda f: (f.rank, f.result.nodeid))
+
+
+def look_first(results: list[CellResult], limit: int = LOOK_FIRST) -> str:
+    """One line naming the worst cells of a suite; says so when nothing failed or dropped."""
+    worst = worst_cells(results)
+    if not worst:
+        skipped = sum(r.outcome == "skipped" for r in results)
+        return f"Look first at the skip reasons: no cell was measured ({skipped} skipped)."
+    bad = [f for f in worst if f.bad]
+    shown = (bad or worst)[:limit]
+    names = "; ".join(f"{cell_label(f.result.nodeid)} ({f.why})" for f in shown)
+    if not bad:
+        return f"Nothing failed or dropped; lowest: {names}."
+    more = len(bad) - len(shown)
+    return f"Look first at: {names}" + (f"; and {more} more." if more else ".")
+
+
+@dataclass(frozen=True)
+class SkipGroup:
+    reason: str
+    cells: list[str]
+
+
+def skip_reasons(results: list[CellResult]) -> list[SkipGroup]:
+    """Skipped cells grouped by their reason, the most common reason first."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for result in results:
+        if result.outcome == "skipped":
+            groups[result.reason or "(no reason recorded)"].append(cell_label(result.nodeid))
+    return [SkipGroup(reason, cells)
+            for reason, cells in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not math.isnan(value) else math.inf
+
+
+def _pct(value: object) -> str:
+    text = _fixed(100 * value if isinstance(value, (int, float)) else value, 1)
+    return text if text == "–" else text + "%"
+
+
+def _fixed(value: object, digits: int) -> str:
+    """A number for a sentence: '–' when missing, '-∞' for a t of a zero-variance drop."""
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "-∞" if value < 0 else "∞"
+    return f"{value:.{digits}f}"

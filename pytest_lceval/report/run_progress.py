@@ -1,0 +1,205 @@
+"""The whole run on the terminal: a plan before the first cell, then progress and an ETA.
+
+After collection one line states the plan (suites, cells, cases, tokens, estimated time, see
+``run_plan``). As cells finish, the whole run's progress (cells, cases, tokens/s, elapsed, ETA)
+is rewritten in place on a terminal and printed as a line every 5 % of the cells in a log.
+
+Under xdist the controller collects nothing: each worker writes the plan of what it collected
+into the run folder before announcing its collection, and the controller reads it when
+``pytest_xdist_node_collection_finished`` arrives. Finished cells reach the controller as
+reports, with the measurements that ``record_property`` attached to them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..plugin import RUN_DIR, SETTINGS
+from ..progress import TerminalBoard, WorkerBoard, bypass_capture, use_board
+from ..run_plan import (
+    PlannedCell,
+    RunTracker,
+    Throughput,
+    load_prior,
+    plan_of,
+    read_plan,
+    save_prior,
+    today,
+    write_plan,
+)
+
+PLUGIN_NAME = "lceval-run-progress"
+PLAN_DIR = ".plan"
+"""Folder of the run folder where xdist workers leave their plans; removed at the end."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """After the core plugin (its settings and run folder) and pytest's terminal reporter."""
+    if SETTINGS not in config.stash:
+        return
+    bypass = bypass_capture(config.pluginmanager.getplugin("capturemanager"))
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        path = config.stash[RUN_DIR] / PLAN_DIR / f"{workerinput['workerid']}.json"
+        config.pluginmanager.register(WorkerPlan(path, WorkerBoard(bypass)), PLUGIN_NAME)
+        return
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    if reporter is not None:
+        board = TerminalBoard(reporter, config.get_terminal_writer(), bypass)
+        config.pluginmanager.register(RunProgress(config, board), PLUGIN_NAME)
+
+
+class WorkerPlan:
+    """An xdist worker: hands its plan to the controller, prints cell progress to logs."""
+
+    def __init__(self, path: Path, board: WorkerBoard) -> None:
+        self.path = path
+        self._previous = use_board(board)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """tryfirst: before xdist's own hook tells the controller that collection finished."""
+        plan = plan_of(session.items)
+        if plan:
+            write_plan(self.path, plan)
+
+    def pytest_unconfigure(self) -> None:
+        use_board(self._previous)
+
+
+class RunProgress:
+    """The single process or the xdist controller: plan line, progress, remembered speed."""
+
+    def __init__(self, config: pytest.Config, board: TerminalBoard) -> None:
+        settings = config.stash[SETTINGS]
+        self.run_dir: Path = config.stash[RUN_DIR]
+        self.store_dir = settings.store_path.parent
+        self.model = " ".join([settings.model] + [
+            f"{name}={value}" for name, value in (("device", settings.device),
+                                                  ("dtype", settings.dtype)) if value != "auto"])
+        """Which model, where: the key of the remembered throughput."""
+        self.board = board
+        self.tracker: RunTracker | None = None
+        self.started = time.perf_counter()
+        self.properties: dict[str, dict[str, Any]] = {}
+        """Recorded properties of cells still running, by nodeid."""
+        self.nodes: set[str] = set()
+        self.lines_printed = 0
+        self.announced = False
+        self._previous = use_board(board)
+
+    # -- the plan ----------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        plan = plan_of(session.items)
+        if plan:
+            self._start(plan)
+            self._announce()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.nodes.add(node.gateway.id)
+        if self.tracker is None:
+            try:
+                plan = read_plan(self.run_dir / PLAN_DIR / f"{node.gateway.id}.json", ids)
+            except FileNotFoundError:
+                return  # the worker collected no lceval cell
+            if plan:
+                self._start(plan)
+        if self.tracker is not None:
+            self.tracker.workers = len(self.nodes)
+
+    def _start(self, plan: dict[str, PlannedCell]) -> None:
+        self.tracker = RunTracker(plan, load_prior(self.store_dir, self.model))
+        self.started = time.perf_counter()
+
+    def _announce(self) -> None:
+        """The plan line, then the status line; under xdist at the first test's start, after
+        xdist's own lines about its workers' collection."""
+        if self.tracker is not None and not self.announced:
+            self.announced = True
+            self.board.log(self.tracker.plan_line())
+            self.board.set_run(self._status)
+
+    def _status(self) -> str:
+        assert self.tracker is not None
+        return self.tracker.progress_line(time.perf_counter() - self.started)
+
+    # -- progress: the status line is taken down while pytest writes, then redrawn ----------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Any:
+        self._announce()
+        self.board.hide()
+        try:
+            return (yield)
+        finally:
+            self.board.show()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
+        self.board.hide()
+        try:
+            return (yield)
+        finally:
+            if self.tracker is not None and report.nodeid in self.tracker.plan:
+                self.properties.setdefault(report.nodeid, {}).update(
+                    (name, value) for name, value in report.user_properties)
+            self.board.show()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Any:
+        self.board.hide()
+        try:
+            return (yield)
+        finally:
+            self._finished(nodeid)
+            self.board.show()
+
+    def _finished(self, nodeid: str) -> None:
+        tracker = self.tracker
+        if tracker is None or nodeid not in tracker.plan or nodeid in tracker.done:
+            return
+        tracker.finish(nodeid, self.properties.pop(nodeid, {}))
+        done = len(tracker.done)
+        if done == len(tracker.plan):
+            self.board.set_run(None)  # the last line comes at session end, after pytest's [100%]
+        elif not self.board.interactive and done // tracker.step() > self.lines_printed:
+            self.lines_printed = done // tracker.step()
+            self.board.log(self._status())
+
+    # -- the end -----------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Any:
+        self.board.set_run(None)
+        if self.tracker is not None and self.tracker.done:
+            self.board.log(self._status())
+        try:
+            return (yield)
+        finally:
+            self._remember()
+            shutil.rmtree(self.run_dir / PLAN_DIR, ignore_errors=True)
+
+    def _remember(self) -> None:
+        """Keep this run's measured throughput: the next run's first estimate."""
+        tracker = self.tracker
+        measured = tracker.measured if tracker is not None else None
+        if tracker is None or measured is None:
+            return
+        try:
+            save_prior(self.store_dir, self.model,
+                       Throughput(round(measured, 1), tracker.workers, today()))
+        except OSError as exc:
+            self.board.log(f"lceval: could not remember the throughput in {self.store_dir}: "
+                           f"{exc}")
+
+    def pytest_unconfigure(self) -> None:
+        use_board(self._previous)

@@ -1,0 +1,87 @@
+"""Start-up checks, and stopping the run on a failure that concerns every cell.
+
+At session start, on the controller (before collection, before any xdist worker starts), every
+problem that would otherwise fail each cell, or fail only after the model has worked, becomes one
+usage error naming the option and the fix: unknown task names, a broken essay file, an output
+folder that cannot be written (store_repair checks the store's), a model that cannot load
+(missing or empty folder, not a model, no CUDA), a server that does not answer.
+``--collect-only`` checks names and data only: it loads nothing and writes nothing.
+
+During the run, a failure that no later cell can escape (the model did not load after all, a
+data file is broken) fails the first cell with one line and stops the session, on every worker,
+instead of being repeated for each cell.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from .data import DataError, DataSource
+from .models.preflight import check_model
+from .models.registry import LoadOptions, MissingDependencyError, ModelUnavailable
+from .selection import check_task_names, known_task_names
+
+SESSION_WIDE = (ModelUnavailable, DataError)
+"""Failures that every later cell would repeat: the first one stops the run."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """tryfirst: before xdist starts workers in its own pytest_sessionstart."""
+    from .plugin import RUN_DIR, SETTINGS
+    from .serving_plugin import serving_options
+
+    config = session.config
+    if hasattr(config, "workerinput") or SETTINGS not in config.stash:
+        return
+    settings = config.stash[SETTINGS]
+    check_task_names(settings, known_task_names(config))
+    try:
+        DataSource(settings.data_dir).essays()  # read (and cached) now: every suite uses them
+    except DataError as exc:
+        raise pytest.UsageError(f"pytest-lceval: --lceval-data: {exc}") from None
+    if config.option.collectonly:
+        return
+    check_writable(config.stash[RUN_DIR], "--lceval-out")  # the store checks its own folder
+    options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
+                          serving=serving_options(config))
+    try:
+        check_model(settings.model, options)
+    except (ValueError, MissingDependencyError) as exc:
+        raise pytest.UsageError(f"pytest-lceval: --model={settings.model}: {exc}") from None
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """The folder exists or can be made, and a file can be written in it: probed in the nearest
+    existing ancestor with a temporary file, so that the check creates nothing."""
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is a file, not a folder"
+    else:
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as exc:
+            problem = f"cannot write in {existing} ({exc.strerror or exc})"
+    if problem:
+        raise pytest.UsageError(f"pytest-lceval: {option}: {folder} cannot be written: {problem}. "
+                                f"Point {option} at a writable folder")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A session-wide failure: one line for the cell, and the session stops (xdist workers
+    pass ``shouldstop`` to the controller, which ends the run with the same line)."""
+    report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, SESSION_WIDE):
+        message = f"pytest-lceval: {call.excinfo.value}"
+        report.longrepr = message
+        item.session.shouldstop = message
+    return report

@@ -1,0 +1,257 @@
+"""RULER's aggregation tasks: common-words extraction (CWE) and frequent-words extraction (FWE).
+
+CWE: a numbered list of words ("1. apple 2. sofa ...") in which ten words repeat more often than
+the others; the model names the ten. As RULER (common_words_extraction.py): words from the
+``wonderwords`` package's nouns, adjectives and verbs; below 4k tokens the ten appear 6 times
+and the others once, from 4k on 30 and 3 times; one solved example precedes the question (20
+words repeated 3/1 below 4k, 40 words repeated 10/3 from 4k).
+
+FWE: coded words (six random lowercase letters) with Zipf frequencies, count_k = floor(n k^-2 /
+zeta(2)) for rank k over a vocabulary of (length - generation budget) // 50 words; the most
+frequent is the noise word '...', and the answer is ranks 2-4. As RULER
+(freq_words_extraction.py), with no example. RULER steps n in whole numbers; here n is real
+and the text grows one word at a time (``zipf_occurrences``), so it fills the cell to within
+one word.
+
+Both have no depth axis. The size is the largest whose predicted token count fits the cell (a
+list's tokens are the sum of its items', each item starting with its space), and the fitting
+measures the rendered prompt as for every recall task. Scored with string_match_all. Prompts are
+HELMET's templates for ruler_cwe and ruler_fwe.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import re
+import string
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from itertools import accumulate
+
+from scipy.special import zeta
+
+from ..grid import Cell, case_seed
+from ..models.base import Tokenizer
+from ..records import Case
+from .base import BuildContext, CellDoesNotFit
+from .fitting import Frame, fit
+from .haystack_text import Context, tokenizer_cache
+from .recall_common import SYNTHETIC, WholeContextTask, answer_separator, case_rngs, make_case
+
+COMMON = 10
+"""Words to find in CWE (RULER's num_cw)."""
+LONG = 4096
+"""RULER's switch between the short and the long CWE settings."""
+CWE_INSTRUCTION = ("Below is a numbered list of words. In these words, some appear more often "
+                   "than others. Memorize the ones that appear most often.")
+CWE_QUESTION = "Question: What are the 10 most common words in the above list?"
+CWE_PREFIX = "Answer: The top 10 words that appear most often in the list are:"
+FWE_INSTRUCTION = ("Read the following coded text and track the frequency of each coded word. "
+                   "Find the three most frequently appeared coded words.")
+FWE_QUESTION = ("Question: Do not provide any explanation. Please ignore the dots '....'. What "
+                "are the three most frequently appeared words in the above coded text?")
+FWE_PREFIX = "Answer: According to the coded text above, the three most frequently appeared " \
+             "words are:"
+ALPHA = 2.0
+"""FWE's Zipf exponent (RULER's alpha)."""
+CODED_LETTERS = 6
+TOKENS_PER_WORD = 50
+"""FWE's vocabulary size is the context budget over this (RULER)."""
+FWE_ANSWERS = 3
+FWE_LEAST_WORDS = 100
+"""Fewest FWE words: below it ranks 4 and 5 may tie and the answer would be ambiguous."""
+
+
+@cache
+def wonderwords() -> tuple[str, ...]:
+    """RULER's CWE vocabulary: wonderwords' nouns, adjectives and verbs, deduplicated, sorted."""
+    assets = files("wonderwords") / "assets"
+    words = {line.strip() for name in ("nounlist.txt", "adjectivelist.txt", "verblist.txt")
+             for line in (assets / name).read_text(encoding="utf-8").splitlines()}
+    return tuple(sorted(word for word in words if word))
+
+
+def _count(tokenizer: Tokenizer, text: str) -> int:
+    """Tokens of a list item, computed once per tokenizer."""
+    counts: dict[str, int] = tokenizer_cache(tokenizer).setdefault("word counts", {})
+    if text not in counts:
+        counts[text] = len(tokenizer.encode(text))
+    return counts[text]
+
+
+def largest(least: int, most: int, tokens: Callable[[int], int], budget: int) -> int:
+    """The largest n in [least, most] with tokens(n) <= budget (``tokens`` grows with n);
+    ``least`` when none fits (the fitting then reports the numbers)."""
+    fitting = bisect_right(range(least, most + 1), budget, key=tokens)
+    return least + max(fitting - 1, 0)
+
+
+def shuffled(items: list[str], seed: int, size: int) -> list[str]:
+    """``items`` in an order fixed by (case seed, size): one build per budget is reproducible."""
+    random.Random(f"{seed}:{size}").shuffle(items)
+    return items
+
+
+# -- CWE ------------------------------------------------------------------------------------
+
+
+def numbered(words: list[str]) -> str:
+    return " ".join(f"{i}. {word}" for i, word in enumerate(words, 1))
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """How often the common and the other words appear, and the example's size (RULER)."""
+
+    common: int
+    other: int
+    example_words: int
+    example_common: int
+    example_other: int
+
+    @staticmethod
+    def for_length(length: int) -> Repeats:
+        return Repeats(6, 1, 20, 3, 1) if length < LONG else Repeats(30, 3, 40, 10, 3)
+
+
+def word_list(words: list[str], common: int, other: int, seed: int) -> list[str]:
+    """The first COMMON words ``common`` times, the rest ``other`` times, shuffled."""
+    items = [w for w in words[:COMMON] for _ in range(common)] + \
+        [w for w in words[COMMON:] for _ in range(other)]
+    return shuffled(items, seed, len(words))
+
+
+@dataclass
+class CommonWordsTask(WholeContextTask):
+    """See the module docstring."""
+
+    name: str = "cwe"
+    max_new_tokens: int = 100
+    """HELMET's generation_max_length for ruler_cwe."""
+
+    def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
+        rng, _ = case_rngs(context, self.name, index)
+        vocabulary = wonderwords()
+        order = rng.sample(vocabulary, len(vocabulary))
+        repeats = Repeats.for_length(cell.length)
+        example_words = rng.sample(vocabulary, repeats.example_words)
+        seed = case_seed(context.seed, self.name, index, "order")
+        example = word_list(example_words, repeats.example_common, repeats.example_other, seed)
+        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION}\n{CWE_PREFIX} "
+                f"{numbered(example_words[:COMMON])}")
+        per_word = [_count(context.tokenizer, " " + word) for word in order]
+        tokens = self._predictor(context.tokenizer, per_word, repeats)
+        what = f"{self.name} at {cell.length} tokens"
+
+        def build(budget: int) -> Context:
+            size = largest(COMMON, len(order), tokens, budget)
+            if size == len(order) and tokens(size) < budget:
+                raise CellDoesNotFit(
+                    f"{what}: the list would need more than the {len(order)} distinct words of "
+                    f"wonderwords (RULER switches to a larger word list there)")
+            text = numbered(word_list(order[:size], repeats.common, repeats.other, seed))
+            return Context(text, tokens(size), ())
+
+        frame = Frame(f"{shot}\n\n{CWE_INSTRUCTION}\n", f"\n{CWE_QUESTION}",
+                      answer_separator(context.renderer) + CWE_PREFIX)
+        number = _count(context.tokenizer, f" {cell.length}.")  # at least each item's number
+        granularity = repeats.other * (max(per_word) + number)
+        fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
+                     tokens(COMMON), what, granularity)
+        meta = {"source": SYNTHETIC, "requested_depth": None,
+                "items": len(re.findall(r"\d+\. ", fitted.context.text))}
+        return make_case(index, fitted, order[:COMMON], context.renderer, self.max_new_tokens,
+                         None, meta)
+
+    @staticmethod
+    def _predictor(tokenizer: Tokenizer, per_word: list[int], repeats: Repeats
+                   ) -> Callable[[int], int]:
+        """Predicted tokens of the list of the first n words (``per_word`` their counts): its
+        numbers (" 12.") and words (" apple") counted apart and added, the first item's leading
+        space left out."""
+        common = repeats.common * sum(per_word[:COMMON])
+        others = [0]
+        for count in per_word[COMMON:]:
+            others.append(others[-1] + repeats.other * count)
+        numbers = [0]
+
+        def tokens(size: int) -> int:
+            items = COMMON * repeats.common + (size - COMMON) * repeats.other
+            while len(numbers) <= items:
+                numbers.append(numbers[-1] + _count(tokenizer, f" {len(numbers)}."))
+            return numbers[items] + common + others[size - COMMON] - 1
+
+        return tokens
+
+
+# -- FWE ------------------------------------------------------------------------------------
+
+
+def coded_vocabulary(rng: random.Random, size: int) -> list[str]:
+    """``size`` distinct coded words in random order, the first replaced by the noise '...'."""
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choices(string.ascii_lowercase, k=CODED_LETTERS)))
+    vocabulary = sorted(words)
+    rng.shuffle(vocabulary)
+    return ["...", *vocabulary[1:]]
+
+
+def zipf_occurrences(size: int, words: float) -> list[int]:
+    """Ranks (0-based) of the occurrences of RULER's counts floor(n k^-alpha / zeta(alpha)), in
+    the order they appear as n grows to ``words``: the j-th occurrence of rank k appears at
+    n = j k^alpha zeta(alpha) (compared as j k^alpha, exact for alpha = 2; ties by rank). A
+    prefix is RULER's counts at some n, except that of the words whose counts step up at that
+    very n only the first may have, so the text grows one word at a time."""
+    limit = words / float(zeta(ALPHA))
+    heap = [(float(k) ** ALPHA, k - 1) for k in range(1, size + 1)]
+    heapq.heapify(heap)
+    ranks = []
+    while heap[0][0] <= limit:
+        threshold, rank = heapq.heappop(heap)
+        ranks.append(rank)
+        heapq.heappush(heap, (threshold + float(rank + 1) ** ALPHA, rank))
+    return ranks
+
+
+@dataclass
+class FrequentWordsTask(WholeContextTask):
+    """See the module docstring."""
+
+    name: str = "fwe"
+    max_new_tokens: int = 50
+    """HELMET's generation_max_length for ruler_fwe (also RULER's)."""
+
+    def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
+        rng, _ = case_rngs(context, self.name, index)
+        what = f"{self.name} at {cell.length} tokens"
+        size = (cell.length - self.max_new_tokens) // TOKENS_PER_WORD
+        if size < FWE_ANSWERS + 2:
+            raise CellDoesNotFit(
+                f"{what}: a vocabulary of {size} coded words (one per {TOKENS_PER_WORD} tokens "
+                f"after the generation budget) is too small for {FWE_ANSWERS} answers and "
+                f"the noise word")
+        vocabulary = coded_vocabulary(rng, size)
+        seed = case_seed(context.seed, self.name, index, "order")
+        per_word = [_count(context.tokenizer, " " + word) for word in vocabulary]
+        ranks = zipf_occurrences(size, cell.length)
+        totals = list(accumulate((per_word[rank] for rank in ranks), initial=-1))
+        least = len(zipf_occurrences(size, FWE_LEAST_WORDS))
+
+        def build(budget: int) -> Context:
+            words = max(bisect_right(totals, budget) - 1, least)
+            items = [vocabulary[rank] for rank in ranks[:words]]
+            return Context(" ".join(shuffled(items, seed, words)), totals[words], ())
+
+        frame = Frame(f"{FWE_INSTRUCTION}\n", f"\n{FWE_QUESTION}",
+                      answer_separator(context.renderer) + FWE_PREFIX)
+        fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
+                     totals[least], what, max(per_word))
+        meta = {"source": SYNTHETIC, "requested_depth": None, "vocabulary": size,
+                "words": len(fitted.context.text.split())}
+        return make_case(index, fitted, vocabulary[1:1 + FWE_ANSWERS], context.renderer,
+                         self.max_new_tokens, None, meta)

@@ -1,0 +1,405 @@
+"""The bad-input sweep: every wrong option value, missing or broken file, unusable model and
+unreachable server gets one clear line naming the option or file, a non-zero exit, no traceback,
+and the answers already in the store stay there.
+
+Each case runs in-process (pytester) on a one-cell toy suite with ``mock:`` models, so the whole
+sweep takes seconds. "One clear line" is checked as: every line that carries a pytest-lceval
+message carries the same one (a summary may cut it short), at most three times (the error, the
+summary, the stop), never once per cell; the message names what the case expects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from toy_suite import SUITE, TOY_TASK
+
+from pytest_lceval.data import FIXTURES
+from pytest_lceval.models.preflight import PreflightError, check_device
+
+HAYSTACK_SUITE = """
+import pytest
+
+pytestmark = pytest.mark.lceval(suite="task_haystack")
+
+
+def test_haystack(lc_cell, lc_haystack):
+    lc_haystack.check(lc_haystack.run(lc_cell))
+"""
+BASE = ["--model", "mock:grep", "--lengths", "256", "--depths", "50", "--samples", "2",
+        "-p", "no:randomly"]
+
+Setup = Callable[[pytest.Pytester, pytest.MonkeyPatch], list[str]]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    args: tuple[str, ...]
+    expected: tuple[str, ...]
+    """Fragments the one error message must contain: the option or file, and the fix."""
+    setup: Setup | None = None
+    """Writes files or sets the environment; returns more arguments."""
+    ours: bool = True
+    """False for pytest's own argparse errors (choices), which are one line already."""
+    stops: bool = False
+    """A failure found only when the model loads: the first cell says it, the run stops."""
+    marks: tuple[pytest.MarkDecorator, ...] = field(default=())
+
+
+def folder(*files: tuple[str, bytes]) -> Setup:
+    """A folder 'given/' with these files; the case's arguments may name it."""
+    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        root = pytester.path / "given"
+        root.mkdir()
+        for name, content in files:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(content)
+        return []
+    return make
+
+
+def env(name: str, value: str) -> Setup:
+    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        monkeypatch.setenv(name, value)
+        return []
+    return make
+
+
+def ini(text: str) -> Setup:
+    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        pytester.makeini("[pytest]\n" + text + "\n")
+        return []
+    return make
+
+
+def read_only(name: str) -> Setup:
+    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        locked = pytester.path / "given" / name
+        locked.mkdir(parents=True)
+        locked.chmod(0o555)
+        return []
+    return make
+
+
+def server_down(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A loopback port that nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return ["--lceval-base-url", f"http://127.0.0.1:{port}/v1"]
+
+
+def llicl(task_file: str, edit: Callable[[list[str]], None]) -> Setup:
+    """The offline Task Haystack pack as --lceval-data, one of its files edited, and the
+    haystack suite as the only test file."""
+    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        shutil.copytree(FIXTURES / "llicl_offline", pytester.path / "data" / "llicl")
+        path = pytester.path / "data" / "llicl" / "number_parity" / task_file
+        lines = path.read_text().splitlines()
+        edit(lines)
+        path.write_text("\n".join(lines) + "\n")
+        pytester.makepyfile(test_haystack=HAYSTACK_SUITE)
+        return ["--model", "mock:icl", "--lceval-data", "data", "--haystack-tasks", "all",
+                "test_haystack.py"]
+    return make
+
+
+def _break_line_4(lines: list[str]) -> None:
+    lines.insert(1, "")  # a blank line counts in the file's numbering
+    lines[3] = lines[3][:-3]
+
+
+def _drop_field_line_2(lines: list[str]) -> None:
+    lines[1] = json.dumps({"label": "odd"})
+
+
+def _break_config(lines: list[str]) -> None:
+    lines[0] = "{" + lines[0]
+
+
+HF_CONFIG = ("config.json", b'{"model_type": "no_such_architecture"}')
+WEIGHTS = ("model.safetensors", b"not really weights")
+TOKENIZER = ("tokenizer_config.json", b"{}")
+AS_ROOT = pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders")
+NO_CUDA = pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="this torch has CUDA: nothing to refuse")
+
+CASES = [
+    # core grid and scoring options
+    Case("lengths-unit", ("--lengths", "8x"), ("--lengths", "'8x'", "4k")),
+    Case("lengths-empty", ("--lengths", ","), ("--lengths", "the list is empty")),
+    Case("lengths-zero", ("--lengths", "0"), ("--lengths", "whole positive")),
+    Case("lengths-negative", ("--lengths=-1k",), ("--lengths", "not a length")),
+    Case("lengths-fraction", ("--lengths", "1.3"), ("--lengths", "whole positive")),
+    Case("lengths-absurd", ("--lengths", "100m"), ("--lengths", "bound of 10,485,760")),
+    Case("depths-range", ("--depths", "150"), ("--depths", "outside 0..100")),
+    Case("depths-word", ("--depths", "abc"), ("--depths", "0,50,100")),
+    Case("depths-negative", ("--depths=-5",), ("--depths", "outside 0..100")),
+    Case("depths-empty", ("--depths", ","), ("--depths", "the list is empty")),
+    Case("depths-nan", ("--depths", "nan"), ("--depths", "outside 0..100")),
+    Case("samples-zero", ("--samples", "0"), ("--samples", "positive whole number")),
+    Case("samples-word", ("--samples", "ten"), ("--samples", "--samples 20")),
+    Case("samples-fraction", ("--samples", "2.5"), ("--samples", "--samples 20")),
+    Case("samples-absurd", ("--samples", "100000000000"), ("--samples", "at most 10,000")),
+    Case("seed-word", ("--lceval-seed", "abc"), ("--lceval-seed", "integer seed")),
+    Case("seed-float", ("--lceval-seed", "1.5"), ("--lceval-seed", "integer seed")),
+    Case("threshold-percent", ("--lceval-threshold", "50"), ("--lceval-threshold", "0.5, not 50")),
+    Case("threshold-no-task", ("--lceval-threshold", "=0.3"), ("--lceval-threshold", "no task")),
+    Case("threshold-word", ("--lceval-threshold", "toy=high"), ("--lceval-threshold", "json_kv")),
+    Case("threshold-unknown-task", ("--lceval-threshold", "nosuchtask=0.3"),
+         ("--lceval-threshold", "unknown task(s) 'nosuchtask'")),
+    Case("threshold-typo", ("--lceval-threshold", "toyy=0.3"),
+         ("--lceval-threshold", "'toyy' (did you mean toy?)")),
+    Case("prior-knowledge-range", ("--prior-knowledge-threshold", "2"),
+         ("--prior-knowledge-threshold", "fractions 0..1")),
+    Case("tasks-typo", ("--lceval-tasks", "toyy"), ("--lceval-tasks", "did you mean toy?")),
+    Case("tasks-typo-in-list", ("--lceval-tasks", "toy,toyy"),
+         ("--lceval-tasks", "'toyy' (did you mean toy?)")),
+    Case("tasks-empty", ("--lceval-tasks", ","), ("--lceval-tasks", "the list is empty")),
+    Case("tasks-of-another-suite", ("--lceval-tasks", "niah_single_1"),
+         ("no cells to run", "--lceval-tasks niah_single_1", "suite 'toy'")),
+    Case("chat-template-choice", ("--chat-template", "maybe"),
+         ("--chat-template", "invalid choice"), ours=False),
+    Case("dtype", ("--lceval-dtype", "float8"), ("--lceval-dtype", "bfloat16")),
+    Case("device-name", ("--lceval-device", "gpu"), ("--lceval-device", "cuda:N")),
+    Case("device-index", ("--lceval-device", "cuda:x"), ("--lceval-device", "cuda:N")),
+    Case("batch-size-zero", ("--lceval-batch-size", "0"), ("--lceval-batch-size", "positive")),
+    Case("batch-size-word", ("--lceval-batch-size", "many"), ("--lceval-batch-size", "4")),
+    Case("batch-size-absurd", ("--lceval-batch-size", "1000000000"),
+         ("--lceval-batch-size", "at most 4,096")),
+    Case("grid-choice", ("--lceval-grid", "huge"), ("--lceval-grid", "invalid choice"), ours=False),
+    # where things go
+    Case("run-name-path", ("--lceval-run", "a/b"), ("--lceval-run", "one folder name")),
+    Case("run-name-latest", ("--lceval-run", "latest"), ("--lceval-run", "not 'latest'")),
+    Case("out-under-a-file", ("--lceval-out", "given/notes.txt/reports"),
+         ("--lceval-out", "notes.txt is a file", "writable folder"),
+         folder(("notes.txt", b"x"))),
+    Case("out-read-only", ("--lceval-out", "given/locked/reports"),
+         ("--lceval-out", "cannot write in", "given/locked"), read_only("locked"),
+         marks=(AS_ROOT,)),
+    Case("store-under-a-file", ("--lceval-store", "given/notes.txt/store.sqlite"),
+         ("--lceval-store", "notes.txt is a file"),
+         folder(("notes.txt", b"x"))),
+    Case("data-missing", ("--lceval-data", "/no/such/dir"), ("--lceval-data", "not a directory")),
+    Case("data-is-a-file", ("--lceval-data", "given/notes.txt"),
+         ("--lceval-data", "not a directory"), folder(("notes.txt", b"x"))),
+    Case("data-env", (), ("$LCEVAL_DATA", "not a directory"), env("LCEVAL_DATA", "/no/such")),
+    # ini keys
+    Case("ini-batch-size", (), ("ini key lceval_batch_size", "--lceval-batch-size"),
+         ini("lceval_batch_size = 0")),
+    Case("ini-tasks", (), ("--lceval-tasks", "did you mean toy?"), ini("lceval_tasks = toyy")),
+    Case("ini-chat-template", (), ("ini key lceval_chat_template", "auto, on or off"),
+         ini("lceval_chat_template = sometimes")),
+    # the model
+    Case("model-typo", ("--model", "smolm2"), ("--model", "Did you mean smollm2")),
+    Case("model-backend", ("--model", "nosuch:x"), ("--model", "Known:")),
+    Case("model-hf-empty-spec", ("--model", "hf:"), ("--model=hf:", "a hub id after 'hf:'")),
+    Case("model-hf-missing-folder", ("--model", "hf:/no/such/model"),
+         ("--model=hf:/no/such/model", "no model folder /no/such/model")),
+    Case("model-hf-empty-folder", ("--model", "hf:given"),
+         ("--model=hf:given", "is empty", "config.json"), folder()),
+    Case("model-hf-not-a-model", ("--model", "hf:given"),
+         ("--model=hf:given", "no config.json", "notes.txt"), folder(("notes.txt", b"x"))),
+    Case("model-hf-gguf-folder", ("--model", "hf:given"),
+         ("holds GGUF files", "hf:given/m.gguf"), folder(("m.gguf", b"x"))),
+    Case("model-hf-missing-gguf", ("--model", "hf:given/other.gguf"),
+         ("--model=hf:given/other.gguf", "no GGUF file"), folder(("m.gguf", b"x"))),
+    Case("model-hf-a-file", ("--model", "hf:given/notes.txt"),
+         ("is a file, not a model folder",), folder(("notes.txt", b"x"))),
+    Case("model-hf-no-weights", ("--model", "hf:given"), ("no weights", "*.safetensors"),
+         folder(HF_CONFIG)),
+    Case("model-hf-no-tokenizer", ("--model", "hf:given"), ("no tokenizer", "tokenizer.json"),
+         folder(HF_CONFIG, WEIGHTS)),
+    Case("model-hf-broken-config", ("--model", "hf:given"), ("config.json is not valid JSON",),
+         folder(("config.json", b"{"), WEIGHTS, TOKENIZER)),
+    Case("model-hf-cannot-load", ("--model", "hf:given"),
+         ("cannot load --model=hf:given",), folder(HF_CONFIG, WEIGHTS, TOKENIZER), stops=True),
+    Case("model-cuda-on-cpu-torch", ("--model", "hf:given", "--lceval-device", "cuda"),
+         ("--lceval-device cuda", "no CUDA", "--lceval-device cpu"),
+         folder(HF_CONFIG, WEIGHTS, TOKENIZER),
+         marks=(NO_CUDA,)),
+    Case("model-mock-name", ("--model", "mock:nosuch"), ("--model=mock:nosuch", "mock:grep")),
+    Case("model-mock-parameter", ("--model", "mock:grep?window=wide"),
+         ("--model=mock:grep?window=wide", "'wide'")),
+    Case("model-vllm-missing-folder", ("--model", "vllm:/no/such/model"),
+         ("--model=vllm:/no/such/model", "no model folder")),
+    # a served model
+    Case("openai-no-name", ("--model", "openai:"), ("--model=openai:NAME",)),
+    Case("openai-server-down", ("--model", "openai:served"),
+         ("cannot reach the server at http://127.0.0.1:", "--lceval-base-url"), server_down),
+    Case("openai-tokenizer-missing", ("--model", "openai:served", "--lceval-tokenizer",
+                                      "/no/such/tokenizer"),
+         ("--lceval-tokenizer /no/such/tokenizer", "no such folder")),
+    Case("base-url-scheme", ("--lceval-base-url", "ftp://host/v1"),
+         ("--lceval-base-url", "http(s) URL")),
+    Case("base-url-garbage", ("--lceval-base-url", "localhost"),
+         ("--lceval-base-url", "http(s) URL")),
+    Case("api-mode-choice", ("--lceval-api-mode", "rest"), ("--lceval-api-mode", "invalid choice"),
+         ours=False),
+    Case("concurrency-zero", ("--lceval-concurrency", "0"), ("--lceval-concurrency", "at least 1")),
+    Case("concurrency-absurd", ("--lceval-concurrency", "100000"),
+         ("--lceval-concurrency", "at most 1024")),
+    Case("timeout-negative", ("--lceval-timeout=-1",), ("--lceval-timeout", "seconds > 0")),
+    Case("timeout-word", ("--lceval-timeout", "long"), ("--lceval-timeout", "seconds > 0")),
+    Case("timeout-absurd", ("--lceval-timeout", "inf"), ("--lceval-timeout", "at most 86400")),
+    Case("retries-negative", ("--lceval-retries=-1",), ("--lceval-retries", "at least 0")),
+    Case("retries-absurd", ("--lceval-retries", "1000"), ("--lceval-retries", "at most 100")),
+    Case("tensor-parallel-zero", ("--lceval-tensor-parallel", "0"),
+         ("--lceval-tensor-parallel", "at least 1")),
+    Case("gpu-memory-range", ("--lceval-gpu-memory", "2"), ("--lceval-gpu-memory", "(0, 1]")),
+    Case("gpus-too-few", ("--lceval-gpus", "0,1", "--lceval-tensor-parallel", "4"),
+         ("--lceval-gpus", "needs 4 GPUs")),
+    # data files
+    Case("essay-empty", ("--lceval-data", "given"), ("given/pg_essays/b.txt is empty",),
+         folder(("pg_essays/a.txt", b"An essay. It has sentences."), ("pg_essays/b.txt", b""))),
+    Case("essay-not-utf8", ("--lceval-data", "given"), ("b.txt is not UTF-8",),
+         folder(("pg_essays/a.txt", b"An essay."), ("pg_essays/b.txt", b"caf\xe9 \xff"))),
+    Case("essays-none", ("--lceval-data", "given"), ("no .txt files in", "pg_essays"),
+         folder(("pg_essays/README.md", b"# essays"))),
+    Case("jsonl-broken-line", (), ("number_parity/test.jsonl line 4 is not valid JSON",),
+         llicl("test.jsonl", _break_line_4)),
+    Case("jsonl-missing-field", (), ("train_0.jsonl line 2 lacks ['text']",),
+         llicl("train_0.jsonl", _drop_field_line_2)),
+    Case("llicl-config-broken", (), ("number_parity/config.json",),
+         llicl("config.json", _break_config)),
+    # Task Haystack and LongScore options
+    Case("haystack-tasks-typo", ("--haystack-tasks", "number_parityy"),
+         ("--haystack-tasks", "did you mean number_parity")),
+    Case("haystack-resamples", ("--haystack-resamples", "9"),
+         ("--haystack-resamples", "2..5 resamples")),
+    Case("haystack-shots", ("--haystack-shots", "0"), ("--haystack-shots", "between 1 and 64")),
+    Case("haystack-setting", ("--haystack-setting", "remember"),
+         ("--haystack-setting", "unknown setting(s) remember")),
+    Case("haystack-permutations", ("--haystack-permutations", "1000000"),
+         ("--haystack-permutations", "between 1 and 1000")),
+    Case("longscore-min", ("--longscore-min=-200",), ("--longscore-min", "below -100")),
+    Case("longscore-base-lengths", ("--longscore-base-lengths", "2x"),
+         ("--longscore-base-lengths", "2k,4k,6k")),
+    Case("longscore-floor", ("--longscore-floor", "5"), ("--longscore-floor", "0.05, not 5")),
+]
+
+
+def _message(line: str) -> str:
+    """The pytest-lceval message on a line, without pytest's decoration around it."""
+    text = line.split("pytest-lceval:", 1)[1].strip()
+    return text.rstrip("!").strip().removesuffix("...").strip()
+
+
+def store_rows(path: Path) -> dict[str, int]:
+    """Rows per table: what a bad run must leave as it was."""
+    with sqlite3.connect(path) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {table: db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
+                for table in tables}
+
+
+@pytest.fixture(scope="module")
+def answered_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Filled by the first case from a good run; every case then runs on a copy of it."""
+    return {}
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=case.marks)
+                                  for case in CASES])
+def test_bad_input_gets_one_clear_line(case: Case, pytester: pytest.Pytester,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       answered_store: dict[str, Path],
+                                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    pytester.makeconftest(TOY_TASK)
+    pytester.makepyfile(test_suite=SUITE)
+    if "template" not in answered_store:
+        template = tmp_path_factory.mktemp("store") / "answered.sqlite"
+        good = pytester.runpytest(*BASE, "--lceval-store", str(template))
+        good.assert_outcomes(passed=1)
+        answered_store["template"] = template
+    store = pytester.path / "answered.sqlite"
+    shutil.copy(answered_store["template"], store)
+    before = store_rows(store)
+    extra = case.setup(pytester, monkeypatch) if case.setup else []
+
+    outcome = pytester.runpytest(*BASE, "--lceval-store", str(store), *case.args, *extra)
+
+    text = "\n".join([*outcome.outlines, *outcome.errlines])
+    assert outcome.ret != 0, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    if case.ours:
+        messages = [_message(line) for line in text.splitlines() if "pytest-lceval:" in line]
+        assert messages, text
+        full = max(messages, key=len)
+        assert all(full.startswith(message) for message in messages), messages
+        assert len(messages) <= 3, messages
+        for fragment in case.expected:
+            assert fragment in full, (fragment, full)
+    else:
+        error = [line for line in text.splitlines() if "error:" in line]
+        assert len(error) == 1 and all(fragment in error[0] for fragment in case.expected), text
+    assert ("Interrupted: pytest-lceval" in text) == case.stops, text
+    assert store_rows(store) == before
+    assert sum(before.values()) > 0
+
+
+def test_the_sweep_covers_the_issue_count() -> None:
+    """The issue counted 74 bad inputs; the sweep keeps at least as many, each distinct."""
+    assert len({case.id for case in CASES}) == len(CASES) >= 74
+
+
+def test_a_suite_left_without_cells_is_deselected_not_failed(pytester: pytest.Pytester) -> None:
+    """Narrowing to one suite's tasks is no error: the other suite's test drops out quietly,
+    and -k deselecting everything is still pytest's own exit 5."""
+    pytester.makeconftest(TOY_TASK)
+    pytester.makepyfile(test_suite=SUITE, test_recall=SUITE.replace('"toy"', '"recall"'))
+    narrowed = pytester.runpytest(*BASE, "--lceval-tasks", "toy")
+    narrowed.assert_outcomes(passed=1, deselected=1)
+    assert narrowed.ret == pytest.ExitCode.OK
+    nothing = pytester.runpytest(*BASE, "--lceval-tasks", "toy", "-k", "no_such_cell")
+    assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+LOAD_FAILS = """
+import pytest_lceval.plugin
+
+
+def _fails(spec, options):
+    raise OSError("disk on fire")
+
+
+pytest_lceval.plugin.load_backend = _fails
+"""
+
+
+@pytest.mark.parametrize(("workers", "most"), [([], 1), (["-n", "2"], 2)],
+                         ids=["one-process", "two-workers"])
+def test_a_model_that_fails_to_load_stops_the_run_once(pytester: pytest.Pytester,
+                                                        workers: list[str], most: int) -> None:
+    """After the start-up checks passed, a load that still fails is said by the first cell of
+    each process and stops the run; no cell after it tries again."""
+    pytester.makeconftest(TOY_TASK + LOAD_FAILS)
+    pytester.makepyfile(test_suite=SUITE)
+    outcome = pytester.runpytest_subprocess(*BASE, "--depths", "0,50,100", "--lengths",
+                                            "256,512", *workers)
+    text = outcome.stdout.str() + outcome.stderr.str()
+    assert outcome.ret == pytest.ExitCode.INTERRUPTED
+    assert "INTERNALERROR" not in text and "Traceback" not in text
+    assert "Interrupted: pytest-lceval: cannot load --model=mock:grep: disk on fire" in text
+    counts = outcome.parseoutcomes()
+    assert 1 <= counts.get("errors", counts.get("error", 0)) <= most  # of 6 cells
+
+
+def test_a_cuda_index_beyond_the_visible_gpus_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU side of the device check, on any machine: torch is told it sees one GPU."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_device("cuda")
+    check_device("cuda:0")
+    with pytest.raises(PreflightError, match=r"cuda:3: only 1 CUDA GPU\(s\) visible"):
+        check_device("cuda:3")

@@ -1,0 +1,494 @@
+"""The recall suite against HELMET's and RULER's reference code: prompts (exact strings for a fixed
+seed on the mock word tokenizer), decoding, the chat-template default, depths, and RULER's
+vt / cwe / fwe tasks with golds recomputed from the prompt by independent solvers."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from run_outputs import read_results
+from scipy.special import zeta
+
+from pytest_lceval.chat_choice import renderer_for
+from pytest_lceval.data import DataSource
+from pytest_lceval.evaluation import Evaluator
+from pytest_lceval.grid import Cell
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.mock import MockBackend
+from pytest_lceval.models.registry import LoadOptions
+from pytest_lceval.records import Case
+from pytest_lceval.settings import DEFAULT_DEPTHS
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task, tasks_of_suite
+from pytest_lceval.tasks.fitting import window
+from pytest_lceval.tasks.haystack_text import NOISE
+from pytest_lceval.tasks.recall_niah import NiahTask
+
+AGGREGATION = ["cwe", "fwe", "vt"]
+NIAH = sorted(t.name for t in tasks_of_suite("recall") if isinstance(t, NiahTask))
+
+# HELMET's templates for RULER tasks (data.py, load_ruler) and JSON KV (load_json_kv); a base
+# model reads user_template + "\n" + system_template.
+HELMET = {
+    "niah": ("A special magic {type_needle_v} is hidden within the following text. Make sure to "
+             "memorize it. I will quiz you about the {type_needle_v} afterwards.\n{context}\n"
+             "What is the special magic {type_needle_v} for {query} mentioned in the provided "
+             "text?",
+             "The special magic {type_needle_v} for {query} mentioned in the provided text is"),
+    "niah_mv": ("Some special magic {type_needle_v} are hidden within the following text. Make "
+                "sure to memorize it. I will quiz you about the {type_needle_v} afterwards.\n"
+                "{context}\nWhat are all the special magic {type_needle_v} for {query} "
+                "mentioned in the provided text?",
+                "The special magic {type_needle_v} for {query} mentioned in the provided text "
+                "are"),
+    "vt": ("{example}Memorize and track the chain(s) of variable assignment hidden in the "
+           "following text.\n\n{context}\nQuestion: Find all variables that are assigned the "
+           "value {query} in the text above.",
+           "Answer: According to the chain(s) of variable assignment in the text above, {num_v} "
+           "variables are assigned the value {query}, they are:"),
+    "cwe": ("{example}Below is a numbered list of words. In these words, some appear more often "
+            "than others. Memorize the ones that appear most often.\n{context}\nQuestion: What "
+            "are the 10 most common words in the above list?",
+            "Answer: The top 10 words that appear most often in the list are:"),
+    "fwe": ("Read the following coded text and track the frequency of each coded word. Find "
+            "the three most frequently appeared coded words.\n{context}\nQuestion: Do not "
+            "provide any explanation. Please ignore the dots '....'. What are the three most "
+            "frequently appeared words in the above coded text?",
+            "Answer: According to the coded text above, the three most frequently appeared "
+            "words are:"),
+}
+PROPERTIES = settings(max_examples=20, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow])
+
+
+def mock_context(template: bool = False, seed: int = 42) -> BuildContext:
+    backend = MockBackend("grep", {}, LoadOptions(chat_template="on" if template else "off"))
+    return BuildContext(backend.tokenizer, backend.renderer, DataSource(None), seed)
+
+
+def build(name: str, length: int, depth: float | None = None, context: BuildContext | None = None,
+          samples: int = 1) -> list[Case]:
+    task = get_task(name)
+    used = depth if task.uses_depth else None
+    return task.build(Cell("recall", name, length, used, samples), context or mock_context())
+
+
+def squeeze(prompt: str) -> str:
+    """The prompt with each run of whole noise lines written as '[N noise lines]'."""
+    out: list[str] = []
+    run = 0
+    for line in prompt.split("\n") + ["<end>"]:
+        if line == NOISE:
+            run += 1
+            continue
+        if run:
+            out.append(f"[{run} noise lines]")
+            run = 0
+        out.append(line)
+    return "\n".join(out[:-1])
+
+
+def split_template(template: str, **fields: str) -> tuple[str, str]:
+    """A template's text before and after {context}, the other fields filled in."""
+    before, after = template.split("{context}")
+    return before.format(**fields), after.format(**fields)
+
+
+# -- item 1: prompts; no demonstrations for RULER tasks, JSON KV keeps HELMET's two ------------
+
+
+@pytest.mark.parametrize("name", NIAH)
+def test_niah_prompts_are_helmets_template_with_no_demonstrations(name: str) -> None:
+    task = get_task(name)
+    assert isinstance(task, NiahTask)
+    case = build(name, 1024, 40.0)[0]
+    multi = not task.uses_depth
+    kind = task.value_kind + ("s" if multi else "")
+    keys = case.meta["keys"]
+    query = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + ", and " + keys[-1]
+    user, system = HELMET["niah_mv" if multi else "niah"]
+    head, tail = split_template(user, type_needle_v=kind, query=query)
+    end = tail + "\n" + system.format(type_needle_v=kind, query=query)
+    assert case.prompt.startswith(head) and case.prompt.endswith(end)
+    assert case.prompt.count("hidden within the following text") == 1
+    assert case.prompt.count("mentioned in the provided text") == 2
+
+
+def test_niah_single_1_prompt_is_pinned() -> None:
+    """Seed 42, word tokenizer, 160 tokens at 40 %: no demonstrations, whole noise lines, the
+    needle on its own line."""
+    case = build("niah_single_1", 160, 40.0)[0]
+    assert squeeze(case.prompt) == (
+        "A special magic number is hidden within the following text. Make sure to memorize it. "
+        "I will quiz you about the number afterwards.\n"
+        "[2 noise lines]\n"
+        "One of the special magic numbers for tidy-hive is: 6139240.\n"
+        "[2 noise lines]\n"
+        "The grass is green. The sky\n"
+        "What is the special magic number for tidy-hive mentioned in the provided text?\n"
+        "The special magic number for tidy-hive mentioned in the provided text is")
+    assert (case.gold, case.total_tokens, round(case.depth or 0, 2)) == (("6139240",), 160, 46.34)
+
+
+def test_niah_multikey_2_prompt_is_pinned() -> None:
+    case = build("niah_multikey_2", 130, 100.0)[0]
+    assert case.prompt == (
+        "A special magic number is hidden within the following text. Make sure to memorize it. "
+        "I will quiz you about the number afterwards.\n"
+        "One of the special magic numbers for grumpy-lagoon is: 4323041.\n"
+        "One of the special magic numbers for steady-balloon is: 3683128.\n"
+        "One of the special magic numbers for deep-orchard is: 6817497.\n"
+        "One of the special magic numbers for gifted-dolphin is: 9210914.\n"
+        "One of the special magic numbers for pale-umbrella is: 2576735.\n"
+        "One of the special magic numbers for strong-storm is: 9424188.\n"
+        "What is the special magic number for strong-storm mentioned in the provided text?\n"
+        "The special magic number for strong-storm mentioned in the provided text is")
+    assert case.gold == ("9424188",)
+
+
+def test_json_kv_keeps_helmets_two_demonstrations() -> None:
+    case = build("json_kv", 110, 50.0)[0]
+    pairs = case.prompt[:case.prompt.index("}\n\n")].count('": "')
+    assert pairs == 15
+    assert case.prompt[case.prompt.index("}\n\n"):] == (
+        '}\n\nExtract the value corresponding to the specified key in the JSON object below.\n\n'
+        'Key: "f18fca10-8155-4d47-b474-63ef13e8233e"\n'
+        'Corresponding value: f9cad1a6-d48d-4f63-93f5-4d3dce3f0f66\n\n'
+        'Key: "9751396b-75ef-4e2c-adc0-d6ed6f522017"\n'
+        'Corresponding value: 30925e39-f57f-4d37-bc73-a94cea3da19b\n\n'
+        'Key: "66b574c5-da42-4533-8b8e-d6ca3566cce6"\n'
+        'Corresponding value:')
+    assert case.gold == ("91e68c0b-0dbd-43fc-9bda-ac0e235064f3",)
+
+
+# -- item 2: no stop at a newline; the whole output is scored -----------------------------------
+
+
+def answered(case: Case, text: str) -> str:
+    """What a model that says ``text`` is scored on, through a backend and the request."""
+    backend = MockBackend("constant", {"text": text}, LoadOptions(chat_template="off"))
+    return backend.generate([case.request()])[0].text
+
+
+def test_an_answer_after_a_leading_newline_scores() -> None:
+    task = get_task("niah_single_1")
+    case = build("niah_single_1", 256, 50.0)[0]
+    assert case.stop == () and case.request().stop == ()
+    assert task.score(answered(case, "\n" + case.gold[0]), case) == 1.0
+    kv = build("json_kv", 256, 50.0)[0]
+    assert get_task("json_kv").score(answered(kv, "\n\n " + kv.gold[0]), kv) == 1.0
+
+
+def test_multi_value_answers_over_several_lines_score() -> None:
+    task = get_task("niah_multivalue")
+    case = build("niah_multivalue", 512)[0]
+    lines = "\n".join(f"{i}. {value}" for i, value in enumerate(case.gold, 1))
+    assert task.score(answered(case, " " + lines), case) == 1.0
+    assert task.score(answered(case, "\n" + "\n".join(case.gold[:2])), case) == 0.5
+    assert task.score(answered(case, case.gold[3] + "\n"), case) == 0.25
+
+
+# -- item 3: HELMET's use_chat_template per category, --chat-template overriding ---------------
+
+
+def templated() -> Renderer:
+    return Renderer(lambda user: f"<user>{user}<assistant>", len)
+
+
+@pytest.mark.parametrize(("choice", "task", "expected"), [
+    ("auto", "niah_single_1", False), ("auto", "json_kv", False), ("auto", "vt", False),
+    ("auto", object(), True), ("on", "cwe", True), ("off", "fwe", False),
+    ("off", object(), False),
+])
+def test_auto_follows_helmets_category_default_and_on_off_override(
+        choice: str, task: object, expected: bool) -> None:
+    """The backend loads with its template unless --chat-template is off; auto then drops it
+    for the categories HELMET runs without one."""
+    loaded = templated().without_template() if choice == "off" else templated()
+    chosen = renderer_for(loaded, choice, get_task(task) if isinstance(task, str) else task)
+    assert chosen.uses_template is expected
+    assert chosen.count("abc") == 3
+
+
+def test_a_chat_api_keeps_its_template() -> None:
+    fixed = Renderer(lambda user: user, len, fixed=True)
+    assert renderer_for(fixed, "auto", get_task("niah_single_1")) is fixed
+
+
+@pytest.mark.parametrize(("mode", "kept"), [("chat", True), ("completions", False)])
+def test_only_a_chat_api_keeps_the_template_under_auto(smollm2: object, mode: str,
+                                                       kept: bool) -> None:
+    """In chat mode the server templates every prompt, so auto cannot send a raw one there."""
+    openai = pytest.importorskip("openai")
+    from pytest_lceval.models.openai_api import OpenAIBackend
+    from pytest_lceval.models.serving import ServingOptions
+
+    url = "http://127.0.0.1:9/v1"  # never contacted: nothing is generated
+    model = OpenAIBackend("openai:x", "x", openai.OpenAI(api_key="EMPTY", base_url=url),
+                          smollm2, mode, ServingOptions(), (8192, "test"), url)  # type: ignore[arg-type]
+    chosen = renderer_for(model.renderer, "auto", get_task("niah_single_1"))
+    assert chosen.uses_template is kept
+
+
+def evaluator(choice: str, backend: MockBackend) -> Evaluator:
+    """An Evaluator with just what context_for reads."""
+    chosen = SimpleNamespace(chat_template=choice, seed=42, ref_tokenizer=None)
+    return Evaluator(None, chosen, backend, DataSource(None), None)  # type: ignore[arg-type]
+
+
+def test_the_evaluator_builds_recall_cases_from_the_raw_prompt_under_auto() -> None:
+    backend = MockBackend("grep", {}, LoadOptions(chat_template="on"))
+    task = get_task("niah_single_1")
+    context = evaluator("auto", backend).context_for(task)
+    case = task.build(Cell("recall", "niah_single_1", 256, 50.0, 1), context)[0]
+    assert not case.prompt.startswith("<user>") and case.chat is None
+    assert "provided text?\nThe special magic number for" in case.prompt
+    assert evaluator("on", backend).context_for(task).renderer.uses_template
+
+
+RECALL_SUITE = """
+import pytest
+
+pytestmark = pytest.mark.lceval(suite="recall")
+
+
+def test_recall(lc_cell, lc_eval):
+    lc_eval.check(lc_eval.run(lc_cell))
+"""
+
+
+@pytest.mark.parametrize(("option", "recorded"), [("auto", "off"), ("on", "on")])
+def test_results_record_which_template_applied(pytester: pytest.Pytester, option: str,
+                                               recorded: str) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", "--chat-template", option,
+                                 "--lceval-tasks", "niah_single_1,vt", "--lengths", "1k",
+                                 "--depths", "50", "--samples", "1", "--lceval-threshold", "0",
+                                 "--lceval-run", "r", "-p", "no:randomly")
+    outcome.assert_outcomes(passed=2)
+    rows = read_results(pytester, "r")
+    assert [row["metrics"]["chat_template"] for row in rows] == [recorded, recorded]
+
+
+# -- item 4: RULER's noise haystack: whole lines, each key item on its own line ----------------
+
+
+@PROPERTIES
+@given(name=st.sampled_from(["niah_single_1", "vt"]), length=st.integers(700, 6000),
+       depth=st.floats(0, 100), seed=st.integers(0, 2**31 - 1), template=st.booleans())
+def test_noise_haystacks_are_whole_lines_with_items_on_their_own(
+        name: str, length: int, depth: float, seed: int, template: bool) -> None:
+    case = build(name, length, round(depth, 1), mock_context(template, seed))[0]
+    items = re.compile(r"One of the special magic numbers for [\w-]+ is: \d+\.$|VAR [A-Z]+ = "
+                       r"(VAR [A-Z]+|\d+)$")
+    prompt, _ = user_and_answer(case)
+    start = "afterwards.\n" if name == "niah_single_1" else "text.\n\n"
+    lines = prompt[prompt.rindex(start) + len(start):].split("\n")[:-1]  # less the question
+    kinds = ["noise" if line == NOISE else "item" if items.match(line) else "cut"
+             for line in lines]
+    assert kinds.count("item") == (1 if name == "niah_single_1" else 5)
+    cut = [line for line, kind in zip(lines, kinds, strict=True) if kind == "cut"]
+    assert len(cut) <= 1 and all(NOISE.startswith(line) for line in cut)
+
+
+# -- item 5: HELMET's six depths -----------------------------------------------------------------
+
+
+def test_default_depths_are_helmets_six(pytester: pytest.Pytester) -> None:
+    assert DEFAULT_DEPTHS == "0,20,40,60,80,100"
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", "--lceval-grid", "full", "--lengths",
+                                 "1k", "--lceval-tasks", "json_kv", "--collect-only", "-q")
+    outcome.stdout.fnmatch_lines([f"*test_recall[[]json_kv-1k-{d}[]]" for d in
+                                  (0, 20, 40, 60, 80, 100)] + ["6 tests collected*"])
+
+
+# -- item 6: RULER's vt, cwe and fwe ----------------------------------------------------------
+
+
+def vt_answer(context: str, value: str) -> set[str]:
+    """Variables that end up holding ``value``, by following the assignments."""
+    held: dict[str, str] = {}
+    for name, source in re.findall(r"^VAR ([A-Z]+) = (VAR [A-Z]+|\d+)$", context, re.M):
+        held[name] = held.get(source[4:], "") if source.startswith("VAR ") else source
+    return {name for name, got in held.items() if got == value}
+
+
+def test_vt_prompt_is_pinned() -> None:
+    case = build("vt", 700)[0]
+    assert squeeze(case.prompt) == (
+        "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
+        "[1 noise lines]\nVAR GLN = 40327\n[8 noise lines]\nVAR PNC = VAR GLN\n"
+        "VAR AQC = VAR PNC\n[6 noise lines]\nVAR JGQ = VAR AQC\n[5 noise lines]\n"
+        "VAR KXN = VAR JGQ\n[2 noise lines]\n"
+        "Question: Find all variables that are assigned the value 40327 in the text above.\n"
+        "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
+        "are assigned the value 40327, they are: GLN PNC AQC JGQ KXN\n\n"
+        "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
+        "VAR LDHPG = 92328\nVAR RPQGH = VAR LDHPG\nVAR WKAEN = VAR RPQGH\n[1 noise lines]\n"
+        "VAR ONHTB = VAR WKAEN\n[2 noise lines]\nVAR FIUBW = VAR ONHTB\n[1 noise lines]\n"
+        "The grass is green. The sky\n"
+        "Question: Find all variables that are assigned the value 92328 in the text above.\n"
+        "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
+        "are assigned the value 92328, they are:")
+    assert case.gold == ("LDHPG", "RPQGH", "WKAEN", "ONHTB", "FIUBW")
+
+
+def test_cwe_prompt_is_pinned() -> None:
+    case = build("cwe", 450)[0]
+    example = ("1. trigonometry 2. cultivar 3. desktop 4. seeker 5. seeker 6. recipe "
+               "7. trigonometry 8. defender 9. funeral 10. reign 11. yawn 12. back-up "
+               "13. downforce 14. downforce 15. recipe 16. cultivar 17. backburn 18. funeral "
+               "19. reign 20. reign 21. deranged 22. grey 23. stepmother 24. defender 25. recipe "
+               "26. cultivar 27. deranged 28. defender 29. trigonometry 30. programme "
+               "31. deranged 32. costume 33. vineyard 34. desktop 35. downforce 36. reduce "
+               "37. desktop 38. funeral 39. seeker 40. spruce")
+    words = ("1. loading 2. reinscription 3. eurocentrism 4. advertising 5. lantern 6. loading "
+             "7. family 8. eurocentrism 9. eurocentrism 10. excuse 11. advertising "
+             "12. eurocentrism 13. fennel 14. loading 15. decade 16. reinscription 17. loading "
+             "18. excuse 19. spine 20. fisting 21. disengagement 22. calendar 23. fee 24. family "
+             "25. forager 26. fennel 27. calendar 28. vanadyl 29. vanadyl 30. family 31. mine "
+             "32. righteous 33. excuse 34. picayune 35. advertising 36. forager "
+             "37. reinscription 38. calendar 39. forager 40. advertising 41. reinscription "
+             "42. reinscription 43. reinscription 44. fennel 45. fennel 46. chug 47. calendar "
+             "48. vanadyl 49. creativity 50. expression 51. photography 52. association "
+             "53. vanadyl 54. invincible 55. family 56. forager 57. forager 58. vanadyl "
+             "59. vanadyl 60. forager 61. fennel 62. excuse 63. family 64. advertising "
+             "65. slavery 66. family 67. excuse 68. nonstop 69. calendar 70. calendar 71. excuse "
+             "72. loading 73. eurocentrism 74. advertising 75. loading 76. eurocentrism "
+             "77. fennel")
+    user, system = HELMET["cwe"]
+    shot = (user.format(example="", context=example) + "\n" + system + " 1. funeral 2. desktop "
+            "3. cultivar 4. reign 5. downforce 6. defender 7. seeker 8. recipe 9. trigonometry "
+            "10. deranged")
+    assert case.prompt == user.format(example=shot + "\n\n", context=words) + "\n" + system
+    assert case.gold == ("excuse", "eurocentrism", "forager", "calendar", "reinscription",
+                         "loading", "family", "vanadyl", "advertising", "fennel")
+
+
+def test_fwe_prompt_is_pinned() -> None:
+    case = build("fwe", 330)[0]
+    user, system = HELMET["fwe"]
+    head, tail = split_template(user)
+    assert case.prompt.startswith(head) and case.prompt.endswith(tail + "\n" + system)
+    text = case.prompt[len(head):-len(tail + "\n" + system)]
+    assert text.startswith("... " * 17 + "lnbyhl ... naeqch capmxy")
+    assert text.endswith("naeqch capmxy ... ... lnbyhl ancukl capmxy ... ... capmxy lnbyhl")
+    assert sorted(Counter(text.split()).items()) == [
+        ("...", 152), ("ancukl", 6), ("capmxy", 38), ("lnbyhl", 9), ("naeqch", 16)]
+    assert case.gold == ("capmxy", "naeqch", "lnbyhl")
+
+
+def zipf_words(counts: list[int], size: int) -> tuple[float, float]:
+    """The range of n for which counts[k-1] == floor(n k^-2 / zeta(2)) for every rank k; a
+    single point when some words whose counts step up at that n have and others not yet."""
+    low, high = 0.0, float("inf")
+    for rank, count in enumerate(counts + [0] * (size - len(counts)), 1):
+        weight = rank ** -2.0 / zeta(2.0)
+        low, high = max(low, count / weight), min(high, (count + 1) / weight)
+    return low, high
+
+
+def user_and_answer(case: Case) -> tuple[str, str]:
+    """The untemplated user text and answer prefix (a base model's prompt joins them by a
+    newline)."""
+    if case.chat is not None:
+        return case.chat.user, case.chat.answer_prefix
+    user, _, answer = case.prompt.rpartition("\n")
+    return user, answer
+
+
+def check_aggregation(name: str, case: Case, length: int) -> None:
+    """Length window, HELMET's template, and golds recomputed from the prompt."""
+    low, high = window(length)
+    assert low <= case.total_tokens <= high and case.stop == () and case.depth is None
+    template, system = HELMET[name]
+    prompt, answer = user_and_answer(case)
+    if name == "vt":
+        value = case.meta["value"]
+        assert answer == system.format(num_v="5", query=value)
+        head, tail = split_template(template.split("{example}")[1], query=value)
+        context = prompt[prompt.rindex(head) + len(head):-len(tail)]
+        assert prompt.endswith(tail)
+        assert vt_answer(context, value) == set(case.gold) and len(case.gold) == 5
+        example = prompt[:prompt.rindex(head)]
+        assert example.endswith("\n\n") and example.startswith(head)
+    elif name == "cwe":
+        assert answer == system
+        head, tail = split_template(template.split("{example}")[1])
+        context = prompt[prompt.rindex(head) + len(head):-len(tail)]
+        assert prompt.endswith(tail) and prompt[:prompt.rindex(head)].startswith(head)
+        items = re.findall(r"(\d+)\. (.+?)(?= \d+\. |$)", context)  # 'dump truck' is one
+        assert [int(n) for n, _ in items] == list(range(1, len(items) + 1))
+        counts = Counter(word for _, word in items).most_common()
+        assert {word for word, _ in counts[:10]} == set(case.gold)
+        common, other = (6, 1) if length < 4096 else (30, 3)
+        assert {n for _, n in counts[:10]} == {common}
+        assert {n for _, n in counts[10:]} == {other}
+    else:
+        assert answer == system
+        head, tail = split_template(template)
+        assert prompt.startswith(head) and prompt.endswith(tail)
+        counts = Counter(prompt[len(head):-len(tail)].split()).most_common()
+        assert counts[0][0] == "..." and tuple(w for w, _ in counts[1:4]) == case.gold
+        assert counts[0][1] > counts[1][1] > counts[2][1] > counts[3][1] > counts[4][1]
+        words = zipf_words([n for _, n in counts], case.meta["vocabulary"])
+        assert words[0] <= words[1]  # the counts are RULER's at some n
+    task = get_task(name)
+    assert task.score(" " + "\n".join(case.gold).lower(), case) == 1.0
+
+
+@PROPERTIES
+@given(name=st.sampled_from(AGGREGATION), length=st.integers(1024, 16384),
+       seed=st.integers(0, 2**31 - 1), template=st.booleans(), index=st.integers(0, 2))
+def test_aggregation_cases_fit_and_their_golds_follow_from_the_prompt(
+        name: str, length: int, seed: int, template: bool, index: int) -> None:
+    case = build(name, length, None, mock_context(template, seed), samples=index + 1)[index]
+    check_aggregation(name, case, length)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> object:
+    try:
+        from pytest_lceval.models.hf_text import load_hf_text
+        from pytest_lceval.models.presets import preset_directory
+
+        return load_hf_text(str(preset_directory("smollm2")))
+    except ImportError as exc:
+        pytest.skip(f"SmolLM2 tokenizer unavailable: {exc}")
+
+
+@pytest.mark.parametrize("length", [1024, 4096, 32768])
+@pytest.mark.parametrize("name", AGGREGATION)
+def test_aggregation_cases_fit_a_real_bpe(smollm2: object, name: str, length: int) -> None:
+    renderer = Renderer(None, smollm2.renderer.count)  # type: ignore[attr-defined]
+    context = BuildContext(smollm2, renderer, DataSource(None), 42)  # type: ignore[arg-type]
+    for case in build(name, length, None, context, samples=2):
+        check_aggregation(name, case, length)
+
+
+def test_cwe_beyond_the_word_list_is_skipped_with_the_reason() -> None:
+    """Two-token items on the word tokenizer: 64k tokens need more than wonderwords' words."""
+    with pytest.raises(CellDoesNotFit, match=r"cwe at 65536 tokens: .* 8166 distinct words"):
+        build("cwe", 65536)
+
+
+@pytest.mark.parametrize(("name", "output", "score"), [
+    ("vt", "LDHPG RPQGH WKAEN ONHTB FIUBW", 1.0),
+    ("vt", "\nldhpg\nrpqgh\nwkaen", 0.6),
+    ("vt", "VAR LDHPG, VAR RPQGH", 0.4),
+    ("cwe", " 1. excuse 2. eurocentrism 3. forager 4. calendar 5. reinscription", 0.5),
+    ("cwe", "\n1. Excuse\n2. Eurocentrism\n3. Forager", 0.3),
+    ("fwe", " capmxy, naeqch, lnbyhl", 1.0),
+    ("fwe", "\ncapmxy\nnaeqch", 2 / 3),
+    ("fwe", " ...", 0.0),
+])
+def test_aggregation_scores_are_rulers_string_match_all(name: str, output: str,
+                                                        score: float) -> None:
+    length = {"vt": 700, "cwe": 450, "fwe": 330}[name]
+    case = build(name, length)[0]
+    assert get_task(name).score(answered(case, output), case) == pytest.approx(score)
