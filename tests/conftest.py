@@ -28,6 +28,19 @@ def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 IMPORT_ONCE = ("torch", "tokenizers")
 
 
+XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+"""What an xdist worker running these tests exports; an inner run that inherited it would take
+itself for that worker."""
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_are_not_xdist_workers(request: pytest.FixtureRequest,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    if "pytester" in request.fixturenames:
+        for name in XDIST_ENV:
+            monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(autouse=True)
 def _native_modules_outlive_inner_runs(request: pytest.FixtureRequest) -> None:
     """Import them in this process first, so inner runs reuse them instead of re-importing."""
