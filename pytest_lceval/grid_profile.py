@@ -36,10 +36,10 @@ class GridProfile:
         return self.name == "reduced"
 
 
-REDUCED_CORE = {"lengths": "1k,2k", "depths": "50", "samples": 1}
-"""Reduced recall/100-LongBench axes: two lengths (a trend over the suite), the middle depth,
-one case per cell, so that every task runs and the main job of the embedded model ends within
-ten minutes on two CPU cores (measured: README)."""
+REDUCED_CORE = {"lengths": "1k,2k", "depths": "50", "samples": 2}
+"""Reduced recall/100-LongBench axes: two lengths (a trend), the middle depth, two cases per
+cell, so that every task runs and the main job of the embedded model ends within ten minutes on
+two CPU cores (measured: README)."""
 REDUCED_LONGSCORE_BASE = "1k"
 """The reduced grid's base length, so its 2k cells get a LongScore."""
 REDUCED_HAYSTACK = {"tasks": "main16", "permutations": 1, "resamples": 2, "test_size": 5}
