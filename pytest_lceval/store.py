@@ -129,7 +129,10 @@ class Store:
             # A long busy timeout instead of 'database is locked': writers queue, never fail.
             db = sqlite3.connect(self.path, timeout=120.0, isolation_level=None)
             db.text_factory = _lenient_text
-            db.execute("PRAGMA journal_mode=WAL")
+            # Switching a new file to WAL takes a lock SQLite's busy timeout does not wait for:
+            # two processes opening a new store at once saw 'database is locked'. Serialise it.
+            with FileLock(str(lock_path(self.path, "journal-mode"))):
+                db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
         return db
