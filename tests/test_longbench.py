@@ -11,6 +11,7 @@ import importlib.util
 import json
 import random
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -42,13 +43,15 @@ generation budget (at most 64 tokens) plus the smallest article (about 80 words)
 Below it a cell may not fit; it must then say so with its numbers."""
 
 
-def slack_allowed(task: str, length: int, context: BuildContext) -> int:
+def slack_allowed(task: str, length: int, context: BuildContext,
+                  used: Collection[int] = ()) -> int:
     """How far under its length a packed prompt may end: whole articles rarely fill to the
     token, but the first-fit packer closes the gap to the size of the shortest article the task
-    could still have added (passage retrieval's distractors must be summarised documents)."""
+    could still have added (passage retrieval's distractors must be summarised documents; passage
+    count's articles not ``used`` yet)."""
     pool = load_pool(context.data)
     among = pool.summarised if task == "passage_retrieval" else range(len(pool.articles))
-    shortest = min((pool.articles[i].text for i in among), key=len)
+    shortest = min((pool.articles[i].text for i in among if i not in used), key=len)
     return max(length // 50, len(context.tokenizer.encode(shortest)) + 16)
 
 
@@ -67,7 +70,8 @@ def build(task: str, length: int, context: BuildContext, samples: int = 3) -> li
 def check_cases(task: str, length: int, cases: list[Case], context: BuildContext) -> None:
     for case in cases:
         assert case.prompt_tokens == context.renderer.count(case.prompt)
-        assert length - slack_allowed(task, length, context) <= case.total_tokens <= length, \
+        used = set(case.meta["order"]) if task == "passage_count" else set()
+        assert length - slack_allowed(task, length, context, used) <= case.total_tokens <= length, \
             (task, length, case.total_tokens)
         check_gold(task, case, context)
 
@@ -160,6 +164,7 @@ def smollm2_context() -> BuildContext:
 @settings(max_examples=6, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(length=st.integers(1024, 8192), seed=st.integers(0, 2**31))
+@example(length=1024, seed=20621656)  # passage count once ended 33 tokens short: see slack_allowed
 def test_real_tokenizer_exact_length_and_determinism(smollm2_context: BuildContext, task: str,
                                                      length: int, seed: int) -> None:
     context = BuildContext(smollm2_context.tokenizer, smollm2_context.renderer,

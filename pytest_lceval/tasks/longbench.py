@@ -306,11 +306,14 @@ class PassageCount(LongBenchTask):
         room = left = packer.room(render, [], draw.budget)
         repeated: list[Passage] = []
         for article in distractors(rng, draw.pool):
-            copies = rng.randint(1, MAX_COPIES)
-            cost = packer.cost(article.text) * copies
-            if cost <= left:
+            # 1-3 copies as the reference draws them, fewer when only fewer fit: an article is
+            # left out only when not even one copy fits, so the prompt ends within one article
+            # of its length.
+            cost = packer.cost(article.text)
+            copies = min(rng.randint(1, MAX_COPIES), left // cost)
+            if copies:
                 repeated += [article] * copies
-                left -= cost
+                left -= cost * copies
         _require(repeated, "beside the instructions", room, draw.budget)
         rng.shuffle(repeated)
         fitted = packer.fit(repeated, render, draw.budget)
