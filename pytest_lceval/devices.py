@@ -13,7 +13,6 @@ GPU; the only side effects are ``probe_gpus`` (runs ``nvidia-smi``) and ``apply`
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -151,7 +150,3 @@ def worker_count(tx: Sequence[object] | None) -> int:
     """How many xdist workers the controller will start (its --tx list, one per worker)."""
     return len(tx or ())
 
-
-def current_worker() -> str | None:
-    """This process's xdist worker id, or None in the controller or a plain run."""
-    return os.environ.get("PYTEST_XDIST_WORKER")

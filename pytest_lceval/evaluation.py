@@ -23,6 +23,7 @@ from .results import CellResult, Judgement, append_result
 from .settings import Settings
 from .stats import mean_ci
 from .tasks.base import BuildContext, CellDoesNotFit, GenerationTask, get_task
+from .workers import worker_label
 
 SAMPLES_KEPT = 3
 """Prompts/outputs kept per cell for reports."""
@@ -118,7 +119,7 @@ class CellRun:
         chances = [case.meta["chance"] for case in cases if "chance" in case.meta]
         if chances:  # a uniform guess's expected score over the scored cases
             result.metrics["chance"] = round(sum(chances) / len(chances), 6)
-        progress = CellProgress(f"[{_worker()}] {self.nodeid}")
+        progress = CellProgress(f"[{worker_label()}] {self.nodeid}")
         try:
             generations = model.generate([case.request() for case in cases], progress)
         finally:
@@ -224,8 +225,3 @@ def clip_sample(text: str) -> str:
     return f"{text[:SAMPLE_CHARS]}\n[... {len(text) - 2 * SAMPLE_CHARS} characters ...]\n" \
            f"{text[-SAMPLE_CHARS:]}"
 
-
-def _worker() -> str:
-    import os
-
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -23,6 +23,7 @@ from .models.serving import (
     redact_url,
 )
 from .settings import convert, flag, lookup
+from .workers import worker_id
 
 SERVING = pytest.StashKey[ServingOptions]()
 GPU_PLAN = pytest.StashKey[devices.GpuPlan]()
@@ -119,9 +120,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SERVING] = serving
     plan = _gpu_plan(config, serving)
     config.stash[GPU_PLAN] = plan
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if workerinput:
-        devices.apply(plan, workerinput["workerid"], os.environ)
+    worker = worker_id()
+    if worker:
+        devices.apply(plan, worker, os.environ)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_GpuHandout(), "lceval-gpus")
 

@@ -10,7 +10,6 @@ Work is shared through the store, computed once by whichever process needs it fi
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +28,7 @@ from ..records import Ranking, RankRequest, stable_hash
 from ..results import CellResult, append_result
 from ..stats import mean_ci
 from ..store import Store
+from ..workers import worker_label
 from .config import HaystackSettings
 from .data import LliclTask
 from .plan import CellPlan, plan_cell
@@ -174,7 +174,7 @@ class HaystackRun:
         """Both conditions on every resample. A resample whose shared work another worker is
         computing right now is put off until the others are done, then waited for."""
         measured = _Conditions({}, {}, {})
-        progress = CellProgress(f"[{os.environ.get('PYTEST_XDIST_WORKER', 'main')}] "
+        progress = CellProgress(f"[{worker_label()}] "
                                 f"{self.cell_run.nodeid}")
         try:
             busy = [r for r in plan.resamples

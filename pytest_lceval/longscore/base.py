@@ -28,13 +28,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..evaluation import Evaluator, _worker
+from ..evaluation import Evaluator
 from ..grid import Cell, format_depth, format_length
 from ..prior_knowledge import exclude_known
 from ..progress import CellProgress
 from ..records import Case, stable_hash
 from ..stats import stratified_mean
 from ..tasks.base import CellDoesNotFit, GenerationTask
+from ..workers import worker_label
 from .config import LongScoreSettings
 
 BASE_VERSION = 2
@@ -168,7 +169,7 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
                           evaluator.settings.prior_knowledge_threshold)
     kept_ids = {id(case) for case in known.kept}
     kept = [(stratum, case) for stratum, case in flat if id(case) in kept_ids]
-    progress = CellProgress(f"[{_worker()}] LongScore base ability of {task.name}")
+    progress = CellProgress(f"[{worker_label()}] LongScore base ability of {task.name}")
     try:
         answers = model.generate([case.request() for _, case in kept], progress)
     finally:

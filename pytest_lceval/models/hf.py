@@ -41,6 +41,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
+from ..workers import worker_count
 from .base import Tokenizer, cut_at_stop
 from .hf_text import HFText, suffix_ids
 from .registry import LoadOptions
@@ -458,8 +459,7 @@ def _file_digest(path: Path) -> str:
 def cpu_threads_per_worker() -> int:
     """The cores divided among xdist workers: torch's default (all cores in every worker)
     oversubscribes the CPU, and contended threads make small matrix products many times slower."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+    return max(1, (os.cpu_count() or 1) // worker_count())
 
 
 def load_hf(rest: str, options: LoadOptions, spec: str | None = None) -> HFBackend:

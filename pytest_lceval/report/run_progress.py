@@ -32,6 +32,7 @@ from ..run_plan import (
     today,
     write_plan,
 )
+from ..workers import worker_id
 
 PLUGIN_NAME = "lceval-run-progress"
 PLAN_DIR = ".plan"
@@ -46,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     bypass = bypass_capture(config.pluginmanager.getplugin("capturemanager"))
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
-        path = config.stash[RUN_DIR] / PLAN_DIR / f"{workerinput['workerid']}.json"
+        path = config.stash[RUN_DIR] / PLAN_DIR / f"{worker_id()}.json"
         config.pluginmanager.register(WorkerPlan(path, WorkerBoard(bypass)), PLUGIN_NAME)
         return
     reporter = config.pluginmanager.getplugin("terminalreporter")
