@@ -195,16 +195,21 @@ def test_garbage_inside_one_answer_costs_that_answer_once(tmp_path: Path) -> Non
     assert len(store.get_answers("fp", list(sound))) == len(sound)  # no warning: clean
 
 
+def fullest_leaf(path: Path) -> tuple[int, list[str]]:
+    """The answers table's leaf page with the most cells, and the keys of its rows in order."""
+    db = sqlite3.connect(path)
+    (leaf,) = db.execute("SELECT pageno FROM dbstat WHERE name = 'answers' AND "
+                         "pagetype = 'leaf' ORDER BY ncell DESC").fetchone()
+    db.close()
+    return leaf, [key for key, pages in pages_of_rows(path).items() if leaf in pages]
+
+
 def test_a_broken_cell_costs_its_row_and_a_garbled_row_is_left_out(tmp_path: Path) -> None:
     """One cell pointer aimed past its page: the scan of that leaf stops there, and probes
     must find the cells after it. A payload garbled elsewhere fails its checksum: not copied."""
     path = tmp_path / "store.sqlite"
     sound = build_store(path)
-    db = sqlite3.connect(path)
-    (leaf,) = db.execute("SELECT pageno FROM dbstat WHERE name = 'answers' AND "
-                         "pagetype = 'leaf' ORDER BY ncell DESC").fetchone()
-    db.close()
-    on_leaf = [key for key, pages in pages_of_rows(path).items() if leaf in pages]
+    leaf, on_leaf = fullest_leaf(path)
     data = bytearray(path.read_bytes())
     pointer = (leaf - 1) * PAGE + 8 + 2 * 1  # cell 1 of the leaf (a leaf header is 8 bytes)
     data[pointer:pointer + 2] = b"\xff\xf0"
@@ -226,11 +231,7 @@ def test_cells_out_of_order_are_all_salvaged(tmp_path: Path) -> None:
     the page and never steps back (which would loop over the swapped pair)."""
     path = tmp_path / "store.sqlite"
     sound = build_store(path)
-    db = sqlite3.connect(path)
-    (leaf,) = db.execute("SELECT pageno FROM dbstat WHERE name = 'answers' AND "
-                         "pagetype = 'leaf' ORDER BY ncell DESC").fetchone()
-    db.close()
-    on_leaf = [key for key, pages in pages_of_rows(path).items() if leaf in pages]
+    leaf, on_leaf = fullest_leaf(path)
     data = bytearray(path.read_bytes())
     pointers = (leaf - 1) * PAGE + 8
     data[pointers + 2:pointers + 6] = data[pointers + 4:pointers + 6] + \
