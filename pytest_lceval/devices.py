@@ -13,6 +13,7 @@ GPU; the only side effects are ``probe_gpus`` (runs ``nvidia-smi``) and ``apply`
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -81,8 +82,14 @@ def probe_gpus() -> tuple[str, ...]:
     return tuple(line.strip() for line in listing.splitlines() if line.strip().isdigit())
 
 
+@functools.cache
+def visible_gpus() -> tuple[str, ...]:
+    """``probe_gpus`` once per process: the default grid and the GPU plan both ask."""
+    return probe_gpus()
+
+
 def make_plan(override: str | None, environ: MutableMapping[str, str], per_worker: int = 1,
-              probe: Callable[[], tuple[str, ...]] = probe_gpus) -> GpuPlan:
+              probe: Callable[[], tuple[str, ...]] = visible_gpus) -> GpuPlan:
     """The run's GPU plan: the override, else CUDA_VISIBLE_DEVICES, else what nvidia-smi sees.
 
     Raises DeviceError when a worker would need more GPUs than are visible.

@@ -11,7 +11,6 @@ records the profile it ran under.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -47,13 +46,8 @@ REDUCED_HAYSTACK = {"tasks": "main16", "permutations": 1, "resamples": 2, "test_
 takes, five test inputs per task."""
 
 
-@functools.cache
-def _gpus_seen() -> tuple[str, ...]:
-    return devices.probe_gpus()
-
-
 def choose(requested: str, backend_kind: str, device: str, environ: Mapping[str, str],
-           probe: Callable[[], tuple[str, ...]] = _gpus_seen) -> GridProfile:
+           probe: Callable[[], tuple[str, ...]] = devices.visible_gpus) -> GridProfile:
     """The profile for ``--lceval-grid=requested`` (auto, reduced or full)."""
     if requested == "full":
         return GridProfile("full", f"{FULL_GRID_FLAG} was given")

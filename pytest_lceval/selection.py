@@ -105,7 +105,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"pytest-lceval: no cells to run: {'; '.join(reasons)}. Name tasks of the "
             f"collected suites, or collect the suite that has them")
     if dropped:
-        items[:] = [item for item in items if item not in set(dropped)]
+        gone = set(dropped)
+        items[:] = [item for item in items if item not in gone]
         config.hook.pytest_deselected(items=dropped)
 
 
