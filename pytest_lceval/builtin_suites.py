@@ -23,4 +23,8 @@ def pytest_lceval_suites(config: pytest.Config) -> list[Suite]:
                                "demonstrations filling the length; accuracy"),
         GenerationSuite("cite", "HELMET's generation with citations (ALCE): correctness and "
                                 "citation recall/precision"),
+        GenerationSuite("longqa", "HELMET's long-document QA: NarrativeQA (judged), ∞Bench-style "
+                                  "QA (ROUGE-L F1) and multiple choice cut to the length"),
+        GenerationSuite("summ", "HELMET's summarisation (judged): ∞Bench Sum's L-Eval "
+                                "substitutes and Multi-LexSum, the document cut to the length"),
     ]

@@ -42,7 +42,7 @@ class GpuPlan:
     source: str
     """Where the list came from, for the header: '--lceval-gpus', '$CUDA_VISIBLE_DEVICES'..."""
     per_worker: int = 1
-    """GPUs each worker holds (the tensor-parallel size)."""
+    """GPUs each worker holds (tensor x pipeline parallel size)."""
     enabled: bool = True
     """False when the user switched assignment off (--lceval-gpus none)."""
 
@@ -103,7 +103,8 @@ def make_plan(override: str | None, environ: MutableMapping[str, str], per_worke
     else:
         gpus, source = probe(), "nvidia-smi"
     if gpus and per_worker > len(gpus):
-        raise DeviceError(f"each worker needs {per_worker} GPUs (tensor-parallel size) but only "
+        raise DeviceError(f"each worker needs {per_worker} GPUs (tensor x pipeline "
+                          f"parallel size) but only "
                           f"{len(gpus)} are visible ({','.join(gpus)} from {source})")
     return GpuPlan(gpus, source, per_worker)
 

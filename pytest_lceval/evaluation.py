@@ -14,7 +14,9 @@ import pytest
 from .chat_choice import renderer_for
 from .data import DataSource
 from .grid import Cell
+from .judge.panel import JudgedTask, JudgePanel, Scored
 from .models.stored import StoredModel
+from .records import Case
 from .reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
 from .results import CellResult
 from .settings import Settings
@@ -43,6 +45,8 @@ class Evaluator:
     model: StoredModel
     data: DataSource
     run_dir: Path
+    judges: JudgePanel | None = None
+    """The judge (and second judge) of judged tasks; None when the run names none."""
     _evidence: dict[Hashable, Any] = field(default_factory=dict, repr=False)
     """Measured needs by key (a task's LongScore base ability is measured once per process)."""
 
@@ -62,6 +66,25 @@ class Evaluator:
             return load_reference(self.settings.ref_tokenizer)
         except ReferenceTokenizerError as exc:
             pytest.fail(f"pytest-lceval: {exc}", pytrace=False)
+
+    def score(self, task: GenerationTask, outputs: Sequence[str], cases: Sequence[Case],
+              agreement: bool = True) -> Scored:
+        """Every output's score: by the judge for a judged task (with the agreement numbers
+        when ``agreement``), else by the task's own metric. The one scoring path of cells,
+        prior-knowledge probes and LongScore's base ability."""
+        if isinstance(task, JudgedTask):
+            if self.judges is None:  # the grid leaves judged tasks out without a judge
+                raise RuntimeError(f"task {task.name} is judged but the run has no judge")
+            return self.judges.score(task, outputs, cases, agreement)
+        return Scored([task.score(output, case)
+                       for output, case in zip(outputs, cases, strict=True)])
+
+    def judge_identity(self, task: GenerationTask) -> str:
+        """Who scores ``task``'s outputs: the judge's identity, "" for a rule-scored task (a
+        value stored from judged scores must name its judge)."""
+        if isinstance(task, JudgedTask) and self.judges is not None:
+            return self.judges.first.identity
+        return ""
 
     def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:
         return CellResult(

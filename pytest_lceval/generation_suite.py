@@ -12,6 +12,7 @@ from .criteria import VerdictPolicy
 from .data import DataSource
 from .evaluation import Evaluator
 from .grid import Cell
+from .judge.panel import JudgedTask
 from .prior_knowledge import exclude_known
 from .progress import CellProgress
 from .records import Case
@@ -19,12 +20,14 @@ from .reference_tokenizer import ReferenceTokenizer
 from .results import SAMPLE_CHARS, CellResult, clip_sample
 from .settings import Settings
 from .stats import mean_ci
-from .suite import CellSkipped, Suite
+from .suite import CellRefused, CellSkipped, Suite
 from .tasks.base import CellDoesNotFit, get_task, tasks_of_suite
 from .workers import worker_label
 
 SAMPLES_KEPT = 3
 """Prompts/outputs kept per cell for reports."""
+NEEDS_JUDGE = "a judge model (--lceval-judge=SPEC)"
+"""What a judged task lacks in a run that names no judge."""
 LENGTH_SWEEP = VerdictPolicy(("longscore", "threshold", "baseline"),
                              replaces=(("longscore", "threshold"),))
 """A score threshold per task; on long cells LongScore's bound, when set, replaces the default
@@ -77,8 +80,13 @@ class GenerationSuite(Suite):
         """Tasks of the suite whose data the data directory lacks, and what they need: they
         have no cells (a run without --lceval-data still runs every other suite)."""
         data = settings.data_source()
-        return {task.name: need for task in tasks_of_suite(self.name)
-                if isinstance(task, NeedsData) and (need := task.missing_data(data))}
+        missing = {task.name: need for task in tasks_of_suite(self.name)
+                   if isinstance(task, NeedsData) and (need := task.missing_data(data))}
+        if settings.judge is None:  # scored by a judge model, which the run does not name
+            missing.update({task.name: NEEDS_JUDGE
+                            for task in tasks_of_suite(self.name)
+                            if isinstance(task, JudgedTask) and task.name not in missing})
+        return missing
 
     def left_out(self, settings: Settings) -> dict[str, str]:
         return {name: need for name, need in self.missing_data(settings).items()
@@ -87,8 +95,8 @@ class GenerationSuite(Suite):
     def why_empty(self, settings: Settings) -> str:
         missing = self.missing_data(settings)
         if missing and not settings.tasks:
-            needs = "; ".join(f"{name}: {need}" for name, need in missing.items())
-            return f"suite {self.name!r} has no data in --lceval-data ({needs})"
+            needs = "; ".join(f"{name} needs {need}" for name, need in missing.items())
+            return f"suite {self.name!r} has no cells: {needs}"
         return super().why_empty(settings)
 
     def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
@@ -111,8 +119,7 @@ class GenerationSuite(Suite):
 
         before = model.calls.requests
         started = time.perf_counter()
-        known = exclude_known(model, task, cases, context,
-                              evaluator.settings.prior_knowledge_threshold)
+        known = exclude_known(evaluator, task, cases)
         result.metrics.update(known.metrics)
         if cases and not known.kept:
             raise CellSkipped(known.reason_all_excluded())
@@ -129,23 +136,34 @@ class GenerationSuite(Suite):
         result.model_requests = model.calls.requests - before
 
         started = time.perf_counter()
-        scores = [task.score(g.text, case) for g, case in zip(generations, cases, strict=True)]
+        outputs = [g.text for g in generations]
+        scored = evaluator.score(task, outputs, cases)
+        result.metrics.update(scored.metrics)
+        result.judge = scored.judge
         if isinstance(task, CountsOutputs):
-            result.metrics.update(task.cell_metrics([g.text for g in generations], cases))
+            result.metrics.update(task.cell_metrics(outputs, cases))
         result.seconds_score = time.perf_counter() - started
 
-        result.n = len(cases)
+        # A case the judge's rubric leaves unscored (an unreadable reply, counted in
+        # judge_unparsed) is out of the mean and the pairing, never silently scored.
+        kept = [i for i, score in enumerate(scored.scores) if score is not None]
+        scores = [score for score in scored.scores if score is not None]
+        result.n = len(kept)
         result.scores = scores
         result.score, result.ci_low, result.ci_high = mean_ci(scores)
-        result.case_keys = [case.request().key() for case in cases]
+        result.case_keys = [cases[i].request().key() for i in kept]
         result.input_tokens_mean = sum(c.prompt_tokens for c in cases) / max(len(cases), 1)
         result.input_tokens_max = max((c.total_tokens for c in cases), default=0)
         result.depths_achieved = [case.depth for case in cases]
         result.samples = [
             {"prompt": clip_sample(case.prompt), "gold": list(case.gold),
-             "output": g.text[:SAMPLE_CHARS], "score": s}
-            for case, g, s in list(zip(cases, generations, scores, strict=True))[:SAMPLES_KEPT]
+             "output": text[:SAMPLE_CHARS], "score": s}
+            for case, text, s in list(zip(cases, outputs, scored.scores, strict=True))
+            [:SAMPLES_KEPT]
         ]
+        if cases and not kept:  # a broken judge must not turn a gate green by skipping
+            raise CellRefused(f"the judge's replies to all {len(cases)} cases could not be "
+                              f"read (judge_unparsed={len(cases)}): no score; see the samples")
 
 
 def _count_for_model(result: CellResult, cases: list[Case], evaluator: Evaluator) -> None:

@@ -18,7 +18,7 @@ from .data import DataError
 from .evaluation import Evaluator
 from .grid import Cell, format_depth, format_length
 from .models.base import Backend
-from .models.registry import LoadOptions, ModelUnavailable, UnknownModelError, check_spec
+from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.serving import ServingOptions
 from .models.stored import StoredModel
 from .results import RUN_DIR, SUITE_VERDICTS, CellResult, Judgement, read_results, write_merged
@@ -51,6 +51,7 @@ pytest_plugins = [
     "pytest_lceval.startup",
     "pytest_lceval.report.run_progress",
     "pytest_lceval.cite_plugin",
+    "pytest_lceval.judge.plugin",
 ]
 
 
@@ -171,26 +172,17 @@ def lc_store(lc_settings: Settings) -> Iterator[Store]:
 
 @pytest.fixture(scope="session")
 def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
-    """The model under test, loaded once per process (once per xdist worker, on the GPU that
-    serving_plugin chose for the worker in pytest_configure)."""
+    """The model under test, made once per process (once per xdist worker, on the GPU that
+    serving_plugin chose for the worker in pytest_configure). A backend may load its weights
+    at the first request the store lacks (hf does), so a fully stored rerun never loads them."""
     from .serving_plugin import serving_options  # a feature plugin, as selection above
 
     return _load(pytestconfig, lc_settings, serving_options(pytestconfig))
 
 
 def _load(config: pytest.Config, settings: Settings, serving: ServingOptions) -> Backend:
-    options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
-                          serving=serving)
-    try:
-        backend: Backend | None = config.hook.pytest_lceval_make_backend(
-            spec=settings.model, options=options)
-        if backend is None:
-            raise UnknownModelError(f"no installed plugin makes a backend for "
-                                    f"{settings.model!r}")
-        return backend
-    except Exception as exc:  # whatever the loader raises: the first cell reports it, the run stops
-        cause = " ".join(str(exc).split())[:600] or type(exc).__name__
-        raise ModelUnavailable(f"cannot load --model={settings.model}: {cause}") from exc
+    return make_backend(config, settings.model, LoadOptions(
+        settings.chat_template, settings.dtype, settings.device, serving=serving))
 
 
 @pytest.fixture(scope="session")
@@ -202,8 +194,10 @@ def lc_model(lc_backend: Backend, lc_store: Store, lc_settings: Settings) -> Sto
 @pytest.fixture(scope="session")
 def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
                  lc_model: StoredModel) -> Evaluator:
+    from .judge.plugin import judge_panel  # a feature plugin, as selection above
+
     return Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
-                     pytestconfig.stash[RUN_DIR])
+                     pytestconfig.stash[RUN_DIR], judge_panel(pytestconfig, lc_model.store))
 
 
 @pytest.fixture

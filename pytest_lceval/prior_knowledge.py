@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .models.stored import StoredModel
 from .records import Case
 from .tasks.base import BuildContext, GenerationTask
 from .tasks.longbench_text import UNANSWERABLE, first_line
+
+if TYPE_CHECKING:
+    from .evaluation import Evaluator
 
 EXCLUDED = "prior_knowledge_excluded"
 """Metric: cases of the cell left out because the model knew the answer without context."""
@@ -66,18 +68,26 @@ class KnownFilter:
                 f"{self.threshold:g}); the prior-knowledge filter left nothing to measure")
 
 
-def exclude_known(model: StoredModel, task: GenerationTask, cases: Sequence[Case],
-                  context: BuildContext, threshold: float) -> KnownFilter:
+def exclude_known(evaluator: Evaluator, task: GenerationTask,
+                  cases: Sequence[Case]) -> KnownFilter:
     """Ask every case's probe; keep the cases whose no-context answer says "unanswerable" or
-    scores below ``threshold``."""
+    scores below the threshold. Probes are scored as the task's answers are (by the judge for a
+    judged task; a probe the judge's reply leaves unscored keeps its case)."""
     if not isinstance(task, ProbedTask) or not cases:
         return KnownFilter(list(cases))
+    context = evaluator.context_for(task)
+    threshold = evaluator.settings.prior_knowledge_threshold
     probes = [task.probe(case, context) for case in cases]
-    answers = model.generate([probe.request() for probe in probes])
-    scores = [None if UNANSWERABLE in first_line(answer.text).lower()
-              else task.score(answer.text, probe)
-              for answer, probe in zip(answers, probes, strict=True)]
+    answers = [answer.text for answer in
+               evaluator.model.generate([probe.request() for probe in probes])]
+    abstained = [UNANSWERABLE in first_line(text).lower() for text in answers]
+    asked = [i for i, said in enumerate(abstained) if not said]
+    judged = evaluator.score(task, [answers[i] for i in asked], [probes[i] for i in asked],
+                             agreement=False).scores if asked else []
+    scores: list[float | None] = [None] * len(cases)
+    for index, score in zip(asked, judged, strict=True):
+        scores[index] = score
     kept = [case for case, score in zip(cases, scores, strict=True)
             if score is None or score < threshold]
-    return KnownFilter(kept, len(cases) - len(kept), len(cases), scores.count(None), threshold,
+    return KnownFilter(kept, len(cases) - len(kept), len(cases), sum(abstained), threshold,
                        scores)

@@ -70,6 +70,8 @@ class CellResult:
     seconds_score: float = 0.0
     model_requests: int = 0
     """Requests that reached the model (0 when every answer came from the store)."""
+    judge: str = ""
+    """The judge that scored the cell, as spec@fingerprint; "" for rule-scored cells."""
     outcome: str = "passed"
     """'passed', 'failed' or 'skipped'."""
     reason: str = ""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from .generation_suite import NEEDS_JUDGE
 from .grid import Cell
 from .settings import Settings
 from .suite import Suite, suites_of
@@ -116,8 +117,17 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
     if config.get_verbosity() > 0:
         return [f"lceval: {suite}: no cells for {task}: it needs {need}"
                 for suite, tasks in left_out.items() for task, need in tasks.items()]
-    return [f"lceval: {suite}: no cells for {', '.join(tasks)}: their data is not in "
-            f"--lceval-data (-v says what each needs)" for suite, tasks in left_out.items()]
+    lines = []
+    for suite, tasks in left_out.items():
+        unjudged = [task for task, need in tasks.items() if need == NEEDS_JUDGE]
+        if unjudged:
+            lines.append(f"lceval: {suite}: no cells for {', '.join(unjudged)}: a judge model "
+                         f"scores them; name one with --lceval-judge=SPEC")
+        if len(unjudged) < len(tasks):
+            lines.append(f"lceval: {suite}: no cells for "
+                         f"{', '.join(t for t in tasks if t not in unjudged)}: their data is not "
+                         f"in --lceval-data (-v says what each needs)")
+    return lines
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

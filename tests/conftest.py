@@ -25,7 +25,9 @@ def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 # Native modules that must not be initialised twice in one process. An in-process pytester
 # run drops every module it imported when it ends; torch imported again then frees the method
 # table of its first copy, and the next garbage collection crashes on it.
-IMPORT_ONCE = ("torch", "tokenizers")
+IMPORT_ONCE = ("torch", "tokenizers", "torch._dynamo", "torch.distributed.tensor")
+"""torch's dynamo and distributed tensors register native operators when imported (transformers
+imports them when it reads a model's config): a second copy fails to register."""
 
 
 XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")

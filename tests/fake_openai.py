@@ -25,6 +25,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering (at most a few, so every test stays bounded)."""
+    drop: bool = False
+    """Close the connection instead of answering, as a server killed mid-request does."""
 
 
 @dataclass
@@ -56,6 +58,14 @@ def chat(text: str, top: dict[str, float] | None = None, prompt_tokens: int = 9)
                      "message": {"role": "assistant", "content": text}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2,
                   "total_tokens": prompt_tokens + 2}})
+
+
+def filtered() -> Reply:
+    """A completion the server's content filter stopped, as Azure OpenAI refuses: no text,
+    ``finish_reason`` "content_filter"."""
+    reply = completion("")
+    reply.body["choices"][0]["finish_reason"] = "content_filter"
+    return reply
 
 
 def models(*entries: dict[str, Any]) -> Reply:
@@ -124,6 +134,9 @@ class FakeServer:
             def _respond(self, body: dict[str, Any]) -> None:
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 reply = server._reply(Seen(self.path, headers, body))
+                if reply.drop:
+                    self.close_connection = True
+                    return
                 payload = json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
@@ -140,6 +153,12 @@ class FakeServer:
                 pass
 
         return Handler
+
+    def stop(self) -> None:
+        """Refuse every connection from now on (a server that went away); the ``with`` block
+        of ``running`` may still end as usual."""
+        self._http.shutdown()
+        self._http.server_close()
 
     @contextmanager
     def running(self) -> Iterator[FakeServer]:

@@ -13,13 +13,16 @@ import random
 import re
 from collections.abc import Collection
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_lceval.data import DataSource
+from pytest_lceval.evaluation import Evaluator
 from pytest_lceval.grid import Cell
+from pytest_lceval.judge.panel import JudgedTask
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer, load_mock
 from pytest_lceval.models.registry import LoadOptions
@@ -33,7 +36,8 @@ from pytest_lceval.tasks.longbench import SUITE
 from pytest_lceval.tasks.longbench_text import star_options
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-TASKS = sorted(task.name for task in tasks_of_suite(SUITE))
+TASKS = sorted(task.name for task in tasks_of_suite(SUITE) if not isinstance(task, JudgedTask))
+"""The rule-scored tasks (the judged ones have tests of their own: test_longbench_judged.py)."""
 SOURCES = [None, DATA] if DATA.is_dir() else [None]
 FEASIBLE_FROM = 1024
 """Every task builds at every length from here on, for every seed, with either source and the
@@ -374,24 +378,28 @@ def test_scores_follow_the_reference(task: str, gold: tuple[str, ...], output: s
 
 # -- the prior-knowledge filter --------------------------------------------------------------
 
-def mock_model(tmp_path: Path, text: str) -> tuple[StoredModel, BuildContext]:
+def constant_evaluator(tmp_path: Path, text: str) -> tuple[Evaluator, BuildContext]:
+    """An Evaluator with what the filter reads, over a model that always says ``text``."""
     backend = load_mock(f"constant?text={text}", LoadOptions(chat_template="off"))
     model = StoredModel(backend, Store(tmp_path / "s.sqlite"))
-    return model, BuildContext(backend.tokenizer, backend.renderer, DataSource(None), 42)
+    settings = SimpleNamespace(chat_template="off", seed=42, ref_tokenizer=None,
+                               prior_knowledge_threshold=0.5)
+    evaluator = Evaluator(None, settings, model, DataSource(None), None)  # type: ignore[arg-type]
+    return evaluator, BuildContext(backend.tokenizer, backend.renderer, DataSource(None), 42)
 
 
 def test_filter_excludes_exactly_the_cases_answered_without_context(tmp_path: Path) -> None:
     """A model that always says 'yes' 'knows' every yes-question without context: those cases
     go, the no-questions stay."""
-    model, context = mock_model(tmp_path, "yes")
+    evaluator, context = constant_evaluator(tmp_path, "yes")
     task = get_task("single_doc_qa_yesno")
     cases = task.build(Cell(SUITE, task.name, 1024, None, 12), context)
     answers = [c.gold[0] for c in cases]
     assert "yes" in answers and "no" in answers
-    known = exclude_known(model, task, cases, context, threshold=0.5)
+    known = exclude_known(evaluator, task, cases)
     assert known.kept == [c for c in cases if c.gold == ("no",)]
     assert known.metrics == {EXCLUDED: answers.count("yes"), PROBED: 12, ABSTAINED: 0}
-    assert model.calls.requests == 12  # one no-context probe per case
+    assert evaluator.model.calls.requests == 12  # one no-context probe per case
     probe = task.probe(cases[0], context)  # type: ignore[attr-defined]
     assert probe.prompt == (
         "Answer the question as concisely as you can, using a single phrase or sentence if "
@@ -404,33 +412,33 @@ def test_filter_excludes_exactly_the_cases_answered_without_context(tmp_path: Pa
 def test_filter_keeps_answers_that_say_unanswerable(tmp_path: Path) -> None:
     """The reference keeps a case whose no-context answer says "unanswerable" unscored, even
     when the rest of its first line holds the gold answer."""
-    model, context = mock_model(tmp_path, "Unanswerable - yes or no")
+    evaluator, context = constant_evaluator(tmp_path, "Unanswerable - yes or no")
     task = get_task("single_doc_qa_yesno")
     cases = task.build(Cell(SUITE, task.name, 1024, None, 6), context)
-    known = exclude_known(model, task, cases, context, threshold=0.5)
+    known = exclude_known(evaluator, task, cases)
     assert known.kept == cases and known.probe_scores == [None] * 6
     assert known.metrics == {EXCLUDED: 0, PROBED: 6, ABSTAINED: 6}
 
 
 def test_filter_probes_the_same_questions_at_every_length(tmp_path: Path) -> None:
-    model, context = mock_model(tmp_path, "yes")
+    evaluator, context = constant_evaluator(tmp_path, "yes")
     task = get_task("single_doc_qa_yesno")
     kept_questions, asked = [], []
     for length in (1024, 2048, 4096, 6144):
         cases = task.build(Cell(SUITE, task.name, length, None, 8), context)
         asked.append([c.meta["question_id"] for c in cases])
-        known = exclude_known(model, task, cases, context, threshold=0.5)
+        known = exclude_known(evaluator, task, cases)
         kept_questions.append([c.meta["question_id"] for c in known.kept])
     assert all(ids == asked[0] for ids in asked) and len(set(asked[0])) == 8
     assert all(ids == kept_questions[0] for ids in kept_questions)
-    assert model.calls.requests == 8  # the later lengths' probes come from the store
+    assert evaluator.model.calls.requests == 8  # the later lengths' probes come from the store
 
 
 def test_tasks_without_probes_pass_through(tmp_path: Path) -> None:
-    model, context = mock_model(tmp_path, "yes")
+    evaluator, context = constant_evaluator(tmp_path, "yes")
     cases = build("kv_retrieval", 1024, context)
-    known = exclude_known(model, get_task("kv_retrieval"), cases, context, 0.5)
-    assert known.kept == cases and known.metrics == {} and model.calls.requests == 0
+    known = exclude_known(evaluator, get_task("kv_retrieval"), cases)
+    assert known.kept == cases and known.metrics == {} and evaluator.model.calls.requests == 0
 
 
 SUITE_FILE = (Path(__file__).resolve().parents[1] / "suites" / "test_longbench100.py").read_text()

@@ -12,33 +12,22 @@ Every server is started by a test and killed at its end; all waits are bounded.
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from served import RECALL_SUITE, Served, stored_answers
 
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.registry import LoadOptions, load_backend
 from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.records import GenerateRequest, Prompt
-from pytest_lceval.store import Store
 from pytest_lceval.tasks.base import BuildContext, get_task
 
 pytest.importorskip("fastapi", reason="transformers serve needs fastapi and uvicorn")
 pytest.importorskip("uvicorn", reason="transformers serve needs fastapi and uvicorn")
 pytestmark = pytest.mark.real_model
-
-START_SECONDS = 300
-ANSWERED = re.compile(r'"POST /v1/(chat/)?completions HTTP/1.1" 200')
 
 
 @pytest.fixture(scope="module")
@@ -46,68 +35,6 @@ def smollm2() -> Path:
     from pytest_lceval.models.presets import preset_directory
 
     return preset_directory("smollm2")
-
-
-class Served:
-    """One `transformers serve` process on a fixed loopback port; restartable, log-watched."""
-
-    def __init__(self, model: Path, folder: Path) -> None:
-        self.model = model
-        self.folder = folder
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log = folder / "serve-0.log"
-
-    def start(self) -> None:
-        self.log = self.folder / f"serve-{len(list(self.folder.glob('serve-*.log')))}.log"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "HF_HUB_CACHE": str(self.folder / "hub"),
-               "OMP_WAIT_POLICY": "PASSIVE"}  # idle threads sleep: 10x faster on a busy CPU
-        (self.folder / "hub").mkdir(exist_ok=True)
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "transformers.cli.transformers", "serve", str(self.model),
-                 "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
-                 "--log-level", "info"], stdout=out, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True)
-        deadline = time.monotonic() + START_SECONDS
-        while not self._healthy():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                pytest.fail(f"transformers serve did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.5)
-
-    def _healthy(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as connection:
-                connection.sendall(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-                return b" 200 " in connection.recv(64)
-        except OSError:
-            return False
-
-    def answered(self) -> int:
-        """Generation requests this server process has answered (from its access log)."""
-        return len(ANSWERED.findall(self.log.read_text(errors="replace")))
-
-    def kill_when(self, ready: Callable[[], bool], seconds: float = 300) -> threading.Thread:
-        """Kill -9 the server once ``ready()`` holds (watched in the background)."""
-        def watch() -> None:
-            deadline = time.monotonic() + seconds
-            while not ready() and time.monotonic() < deadline:
-                time.sleep(0.02)
-            self.kill()
-
-        thread = threading.Thread(target=watch, daemon=True)
-        thread.start()
-        return thread
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
 
 
 @pytest.fixture
@@ -148,27 +75,6 @@ def test_answers_match_the_in_process_hf_backend(served: Served, smollm2: Path) 
     assert [a.text for a in chat_answers] == [e.text for e in local.generate(chat_requests)]
     assert [a.prompt_tokens for a in chat_answers] == \
         [chatting.renderer.count(r.prompt) for r in chat_requests]
-
-
-def stored_answers(path: Path) -> int:
-    if not path.exists():
-        return 0
-    store = Store(path)
-    try:
-        return store.count_answers()
-    finally:
-        store.close()
-
-
-RECALL_SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="recall")
-
-
-def test_recall(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 
 
 def test_server_killed_mid_cell_fails_it_clearly_and_the_rerun_reuses_every_answer(

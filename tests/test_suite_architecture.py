@@ -173,5 +173,5 @@ def test_an_empty_suite_says_which_data_it_lacks(pytester: pytest.Pytester) -> N
     # A process of its own: tasks registered by other tests' inner runs stay registered here.
     outcome = pytester.runpytest_subprocess("--model", "mock:grep", "--lengths", "256", *FAST)
     outcome.assert_outcomes(errors=1)
-    outcome.stdout.fnmatch_lines(["*suite 'toy' has no data in --lceval-data (hub_only: "
-                                  "hub_only/ in --lceval-data)*"])
+    outcome.stdout.fnmatch_lines(["*suite 'toy' has no cells: hub_only needs "
+                                  "hub_only/ in --lceval-data*"])

@@ -100,9 +100,63 @@ def test_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:
     assert kwargs["enable_prefix_caching"] is True and kwargs["tensor_parallel_size"] == 2
     assert kwargs["dtype"] == "float32" and kwargs["gpu_memory_utilization"] == 0.4
     assert kwargs["max_logprobs"] == topk_rank_k() == 100  # the reference's logprobs=100
+    assert kwargs["pipeline_parallel_size"] == 1
+    assert "distributed_executor_backend" not in kwargs  # vLLM chooses
     facts = backend.describe()
     assert facts["engine"] == "vllm 0.0-fake" and facts["prefix_caching"] == "on"
+    assert facts["executor"] == "vLLM's choice"
     assert backend.context_window == 8192
+
+
+def test_multi_node_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:
+    backend = load_backend(f"vllm:{smollm2}", LoadOptions(serving=ServingOptions(
+        tensor_parallel=8, pipeline_parallel=2, executor="ray")))
+    kwargs = FakeLLM.made[0].kwargs
+    assert kwargs["tensor_parallel_size"] == 8 and kwargs["pipeline_parallel_size"] == 2
+    assert kwargs["distributed_executor_backend"] == "ray"
+    facts = backend.describe()
+    assert (facts["tensor_parallel"], facts["pipeline_parallel"], facts["executor"]) == \
+        ("8", "2", "ray")
+
+
+def test_pipeline_stages_and_executor_share_answers(fake_vllm: types.ModuleType,
+                                                    smollm2: Path) -> None:
+    """They place the same computation elsewhere; a tensor-parallel split sums in another
+    order, so it keeps answers of its own."""
+    def fingerprint(**serving: Any) -> str:
+        return load_backend(f"vllm:{smollm2}", LoadOptions(
+            serving=ServingOptions(**serving))).fingerprint
+
+    one_gpu = fingerprint()
+    assert fingerprint(pipeline_parallel=4, executor="ray") == one_gpu
+    assert fingerprint(executor="mp") == one_gpu
+    assert fingerprint(tensor_parallel=2) != one_gpu
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--lceval-pipeline-parallel", "0"], "--lceval-pipeline-parallel (from "
+                                          "--lceval-pipeline-parallel): must be at least 1"),
+    (["--lceval-vllm-executor", "slurm"], "choose one of mp, ray. Use mp or ray."),
+    (["--lceval-tensor-parallel", "2", "--lceval-pipeline-parallel", "2", "--lceval-gpus",
+      "0,1,2"], "each worker needs 4 GPUs"),
+    (["--lceval-tensor-parallel", "8", "--lceval-pipeline-parallel", "2", "--lceval-gpus",
+      "0,1,2,3,4,5,6,7", "--lceval-vllm-executor", "ray"], "add --lceval-gpus none"),
+])
+def test_bad_engine_options_are_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                             expected: str) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in "\n".join(result.errlines)
+
+
+def test_header_shows_the_engine_layout(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest("--model", "vllm:/models/x", "--lceval-tensor-parallel", "8",
+                                "--lceval-pipeline-parallel", "2", "--lceval-vllm-executor",
+                                "ray", "--lceval-gpus", "none", "--collect-only")
+    result.stdout.fnmatch_lines(["lceval: vllm tensor_parallel=8 pipeline_parallel=2 "
+                                 "executor=ray gpu_memory=auto"])
 
 
 def topk_rank_k() -> int:

@@ -26,6 +26,8 @@ class BaselineOptions:
     save: Path | None
     compare: SavedRun | None
     min_drop: float
+    any_judge: bool = False
+    """--lceval-compare-any-judge: pair judged cells even when another judge scored them."""
 
 
 OPTIONS = pytest.StashKey[BaselineOptions]()
@@ -73,10 +75,12 @@ class BaselineCriterion:
 
     name = CRITERION
 
-    def __init__(self, saved: SavedRun, min_drop: float, settings: Settings) -> None:
+    def __init__(self, saved: SavedRun, min_drop: float, settings: Settings,
+                 any_judge: bool = False) -> None:
         self.saved = saved
         self.min_drop = min_drop
         self.settings = settings
+        self.any_judge = any_judge
 
     def needs(self, result: CellResult) -> Sequence[Need]:
         return ()
@@ -95,6 +99,13 @@ class BaselineCriterion:
                 "this cell records no case keys"
             return Judgement(CRITERION, True, f"not compared with baseline {name!r}: {why}",
                              {"baseline": name, "baseline_status": "not-compared"})
+        if cell.judge != result.judge and not self.any_judge:
+            return Judgement(CRITERION, False, (
+                f"cannot compare with baseline {name!r}: its cell was judged by "
+                f"{cell.judge or 'no judge'} and this one by {result.judge or 'no judge'}; "
+                f"scores of different judges do not pair. Rerun with the baseline's judge, or "
+                f"pass --lceval-compare-any-judge to compare anyway"),
+                {"baseline": name, "baseline_status": "other-judge"})
         try:
             base, current = pair_scores(self.saved, cell, result, self.settings)
         except CasesDiffer as exc:
@@ -123,6 +134,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-min-drop", dest="lceval_min_drop", default=None,
                     help=f"smallest score drop (0..1) that fails a cell under --lceval-compare "
                          f"(default {DEFAULT_MIN_DROP})")
+    group.addoption("--lceval-compare-any-judge", dest="lceval_compare_any_judge",
+                    action="store_true", default=False,
+                    help="compare judged cells with a baseline scored by another judge")
     parser.addini("lceval_min_drop", "default --lceval-min-drop", type="string")
 
 
@@ -144,6 +158,7 @@ def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOption
         save, "--lceval-save", "--lceval-save", lambda v: baseline_path(v, settings.out_root),
         "Give a name such as --lceval-save=base.")
     compare = config.getoption("lceval_compare")
+    any_judge = bool(config.getoption("lceval_compare_any_judge"))
     saved = None
     if compare is not None:
         saved = convert(compare, "--lceval-compare", "--lceval-compare",
@@ -154,7 +169,15 @@ def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOption
                 f"pytest-lceval: baseline {saved.name!r} was saved with seed {saved.seed} and "
                 f"this run uses {settings.seed}: the cases would not pair. Rerun with "
                 f"--lceval-seed={saved.seed}.")
-    return BaselineOptions(save_path, saved, min_drop)
+        saved_judge = saved.settings.get("judge")
+        if saved_judge != settings.judge and not any_judge \
+                and any(cell.judge for cell in saved.cells.values()):
+            raise pytest.UsageError(
+                f"pytest-lceval: baseline {saved.name!r} was judged by --lceval-judge="
+                f"{saved_judge} and this run names {settings.judge}: judged scores of different "
+                f"judges do not pair. Use the baseline's judge, or pass "
+                f"--lceval-compare-any-judge to compare anyway.")
+    return BaselineOptions(save_path, saved, min_drop, any_judge)
 
 
 @pytest.hookimpl(trylast=True)
@@ -169,7 +192,8 @@ def pytest_lceval_criteria(config: pytest.Config) -> list[BaselineCriterion]:
     options = config.stash[OPTIONS]
     if options.compare is None:
         return []
-    return [BaselineCriterion(options.compare, options.min_drop, config.stash[SETTINGS])]
+    return [BaselineCriterion(options.compare, options.min_drop, config.stash[SETTINGS],
+                              options.any_judge)]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -31,6 +31,8 @@ class SavedCell:
     outcome: str
     scores: tuple[float, ...]
     case_keys: tuple[str, ...]
+    judge: str = ""
+    """The judge that scored the cell (spec@fingerprint); "" for rule-scored cells."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def save_run(path: Path, results: list[CellResult], settings: Settings) -> Path:
         "settings": json.loads(json.dumps(asdict(settings), default=str)),
         "cells": {
             r.nodeid: {"score": r.score, "n": r.n, "outcome": r.outcome, "scores": r.scores,
-                       "case_keys": r.case_keys, "suite": r.suite, "task": r.task,
+                       "case_keys": r.case_keys, "judge": r.judge, "suite": r.suite,
+                       "task": r.task,
                        "length": r.length, "depth": r.depth, "extra": r.extra}
             for r in results
         },
@@ -105,7 +108,8 @@ def load_run(path: Path) -> SavedRun:
                          f"pytest-lceval reads {FORMAT_VERSION}; save the baseline again")
     cells = {
         nodeid: SavedCell(nodeid, float(cell["score"]), int(cell["n"]), cell["outcome"],
-                          tuple(map(float, cell["scores"])), tuple(cell["case_keys"]))
+                          tuple(map(float, cell["scores"])), tuple(cell["case_keys"]),
+                          cell.get("judge", ""))
         for nodeid, cell in data["cells"].items()
     }
     return SavedRun(data["name"], path, data["model"], data["fingerprint"], int(data["seed"]),

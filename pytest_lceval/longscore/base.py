@@ -119,6 +119,7 @@ class BaseAbilities:
         cases, left_out, rules = self._base_cases(evaluator, suite, task)
         key = stable_hash({
             "longscore-base": BASE_VERSION, "fingerprint": model.fingerprint,
+            "suite": suite, "task": task.name, "judge": evaluator.judge_identity(task),
             "prior_knowledge": evaluator.settings.prior_knowledge_threshold,
             "cases": {stratum: [c.request().key() for c in group]
                       for stratum, group in cases.items()},
@@ -185,8 +186,7 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
     prior-knowledge filter."""
     model, before = evaluator.model, evaluator.model.calls.requests
     flat = [(stratum, case) for stratum, group in cases.items() for case in group]
-    known = exclude_known(model, task, [case for _, case in flat], evaluator.context_for(task),
-                          evaluator.settings.prior_knowledge_threshold)
+    known = exclude_known(evaluator, task, [case for _, case in flat])
     kept_ids = {id(case) for case in known.kept}
     kept = [(stratum, case) for stratum, case in flat if id(case) in kept_ids]
     progress = CellProgress(f"[{worker_label()}] LongScore base ability of {task.name}")
@@ -194,9 +194,12 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
         answers = model.generate([case.request() for _, case in kept], progress)
     finally:
         progress.close()
+    scored = evaluator.score(task, [answer.text for answer in answers],
+                             [case for _, case in kept], agreement=False).scores
     strata: dict[str, list[float]] = {}
-    for (stratum, case), answer in zip(kept, answers, strict=True):
-        strata.setdefault(stratum, []).append(task.score(answer.text, case))
+    for (stratum, _), score in zip(kept, scored, strict=True):
+        if score is not None:  # a judge's unreadable reply, which the rubric leaves out
+            strata.setdefault(stratum, []).append(score)
     left = {**left_out, **{stratum: f"every case excluded by the prior-knowledge filter "
                                     f"(no-context score >= {known.threshold:g})"
                            for stratum in cases if stratum not in strata}}

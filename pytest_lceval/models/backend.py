@@ -16,6 +16,7 @@ from typing import Any
 
 from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
 from .base import Renderer, Tokenizer
+from .options import ModelUnavailable
 
 
 class BaseBackend(ABC):
@@ -52,6 +53,14 @@ class BaseBackend(ABC):
     @abstractmethod
     def describe(self) -> dict[str, str]:
         """Short facts for the report header (model, device, dtype, engine...)."""
+
+
+def model_unavailable(spec: str, exc: BaseException,
+                      option: str = "--model") -> ModelUnavailable:
+    """The one line a failed load is reported with, whether the backend could not be built or
+    its weights, loaded at the first answer that needs them, could not be read."""
+    cause = " ".join(str(exc).split())[:600] or type(exc).__name__
+    return ModelUnavailable(f"cannot load {option}={spec}: {cause}")
 
 
 def split_rank(request: RankRequest) -> tuple[str, str]:

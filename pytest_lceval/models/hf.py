@@ -23,6 +23,12 @@ rounding.
 Prefill. A model with sliding-window layers reads a long prompt in chunks of ``PREFILL_CHUNK``
 tokens (generation and rank prefixes alike), so those layers attend to their window's cache
 rather than the whole prompt; the chunk size is part of the fingerprint.
+
+Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
+renderer, the context window and the whole fingerprint (the dtype is the one asked for, which is
+the one loaded). The weights load at the first request that reaches the model, so a rerun whose
+answers are all stored never loads them; a load that fails there is ``ModelUnavailable``, which
+stops the run at that cell as a failure to build the backend does.
 """
 
 from __future__ import annotations
@@ -31,16 +37,17 @@ import copy
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from ..records import GenerateRequest, Generation, Ranking, RankRequest
 from ..workers import worker_count
-from .backend import BaseBackend, Stopwatch, split_rank
+from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .hf_text import HFText, suffix_ids
 from .options import LoadOptions
@@ -76,26 +83,53 @@ class _PrefixState:
     """Shape [vocab]."""
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where the weights are and how they are loaded (see "Lazy weights" in the module)."""
+
+    source: str
+    """A folder or hub id; with ``gguf_file``, the folder of that file."""
+    gguf_file: str | None
+    device: torch.device
+    dtype: torch.dtype
+
+    def load(self) -> Any:
+        if self.device.type == "cpu":
+            torch.set_num_threads(cpu_threads_per_worker())
+        # device_map streams weights straight to a GPU; on the CPU it only adds a second
+        device_map = self.device if self.device.type != "cpu" else None
+        return AutoModelForCausalLM.from_pretrained(self.source, gguf_file=self.gguf_file,
+                                                    dtype=self.dtype, device_map=device_map)
+
+
 class HFBackend(BaseBackend):
     """The Backend protocol on a transformers causal LM; see the module docstring."""
 
-    def __init__(self, spec: str, model: Any, tokenizer: Any, options: LoadOptions,
-                 weights: dict[str, Any]) -> None:
+    def __init__(self, spec: str, checkpoint: Checkpoint, tokenizer: Any, config: Any,
+                 eos: list[int], options: LoadOptions, weights: dict[str, Any]) -> None:
         self.text = HFText(tokenizer, options.chat_template)
-        super().__init__(spec, self.text, self.text.renderer,
-                         _context_window(model.config, tokenizer))
-        self.model = model
+        super().__init__(spec, self.text, self.text.renderer, _context_window(config, tokenizer))
+        self.checkpoint = checkpoint
+        self.config = config
+        """The model's config as read without the weights (the loaded model has its own)."""
         self.hf_tokenizer = tokenizer
         self.prompt_ids = self.text.prompt_ids
         self.weights = weights
-        self._eos = _as_list(model.generation_config.eos_token_id)
+        self._eos = eos
         self._pad: int = next(i for i in (tokenizer.pad_token_id, *self._eos, 0) if i is not None)
         if tokenizer.pad_token_id is None:  # e.g. Llama 3: pad with EOS, masked out anyway
-            tokenizer.pad_token_id = self._pad
+            tokenizer.pad_token_id = self._pad  # before the fingerprint, which sees it
         self._last_prefix: _PrefixState | None = None
-        self.prefill_chunk: int | None = (
-            PREFILL_CHUNK if _has_sliding_layers(model.config) else None)
+        self.prefill_chunk: int | None = PREFILL_CHUNK if _has_sliding_layers(config) else None
         """Prompt tokens per prefill step; None prefills the prompt in one forward pass."""
+
+    @cached_property
+    def model(self) -> Any:
+        """The weights, loaded by the first request that reaches the model."""
+        try:
+            return self.checkpoint.load()
+        except Exception as exc:  # whatever the loader raises: this cell says it, the run stops
+            raise model_unavailable(self.spec, exc) from exc
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -103,23 +137,22 @@ class HFBackend(BaseBackend):
             **self.text.identity(),
             "transformers": transformers.__version__,
             "torch": torch.__version__,
-            "dtype": str(self.model.dtype),
+            "dtype": str(self.checkpoint.dtype),
             "decoding": "greedy",
             **({"prefill_chunk": self.prefill_chunk} if self.prefill_chunk else {}),
         }
 
     @property
     def device(self) -> torch.device:
-        device: torch.device = self.model.device
-        return device
+        return self.checkpoint.device
 
     def describe(self) -> dict[str, str]:
         return {
             "backend": "hf",
             "model": self.spec,
-            "source": str(self.model.config.name_or_path),
+            "source": str(self.config.name_or_path),
             "device": str(self.device),
-            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "dtype": str(self.checkpoint.dtype).removeprefix("torch."),
             "window": str(self.context_window),
             "chat_template": "on" if self.text.chat_template else "off",
             "engine": f"transformers {transformers.__version__}, torch {torch.__version__}",
@@ -425,18 +458,29 @@ def cpu_threads_per_worker() -> int:
 
 
 def load_hf(rest: str, options: LoadOptions, spec: str | None = None) -> HFBackend:
-    """Load ``rest`` (folder, hub id or .gguf file); ``spec`` overrides the name in reports."""
+    """``rest`` (folder, hub id or .gguf file) without its weights, which load at the first
+    answer; ``spec`` overrides the name in reports."""
     source, gguf_file = rest, None
     if rest.endswith(".gguf"):
         source, gguf_file = str(Path(rest).parent), Path(rest).name
     device = resolve_device(options.device)
-    dtype = resolve_dtype(options.dtype, device)
-    if device.type == "cpu":
-        torch.set_num_threads(cpu_threads_per_worker())
+    checkpoint = Checkpoint(source, gguf_file, device, resolve_dtype(options.dtype, device))
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
-    # device_map streams weights straight to a GPU; on the CPU it only adds a second of overhead
-    device_map = device if device.type != "cpu" else None
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=dtype,
-                                                 device_map=device_map)
-    return HFBackend(spec or f"hf:{rest}", model, tokenizer, options,
+    config = AutoConfig.from_pretrained(source, gguf_file=gguf_file)
+    eos = _as_list(_generation_config(source, gguf_file, config).eos_token_id)
+    return HFBackend(spec or f"hf:{rest}", checkpoint, tokenizer, config, eos, options,
                      weights_identity(source, gguf_file))
+
+
+def _generation_config(source: str, gguf_file: str | None, config: Any) -> GenerationConfig:
+    """The generation config that ``from_pretrained`` gives the model, read without it: the
+    folder's generation_config.json, else one made from config.json (a GGUF: from its config).
+    Its EOS ids end answers and pad a tokenizer without a pad token, which the fingerprint
+    sees, so they must be the loaded model's (a test compares them)."""
+    if gguf_file is not None:
+        return GenerationConfig.from_model_config(config)
+    try:
+        return GenerationConfig.from_pretrained(source)
+    except OSError:
+        return GenerationConfig.from_pretrained(source, config_file_name="config.json",
+                                                _from_model_config=True)

@@ -6,6 +6,7 @@ Spec: ``mock:NAME?param=value&...``
   perfect retriever. ``miss=25-75`` makes it forget keys whose position lies in that percent
   range of the prompt (a lost-in-the-middle model); ``window=N`` sets the context window.
 - ``mock:constant`` always answers ``text`` (default "I do not know").
+- ``mock:judge`` is a judge model (``mock_judge.py``).
 - ``mock:icl`` is an in-context learner for rank requests (Task Haystack): it predicts the label
   of the demonstration most similar to the test input (word overlap), looking only at
   demonstrations written in the test input's own template (same field names). ``reach=N`` makes
@@ -28,6 +29,7 @@ from urllib.parse import parse_qsl
 from ..records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend
 from .base import Renderer, cut_at_stop
+from .mock_judge import judge_reply
 from .options import LoadOptions
 
 _PIECE = re.compile(r"\s*\S+|\s+$")
@@ -62,8 +64,9 @@ class MockBackend(BaseBackend):
     """See the module docstring for the behaviours."""
 
     def __init__(self, name: str, params: dict[str, str], options: LoadOptions) -> None:
-        if name not in ("grep", "constant", "icl"):
-            raise ValueError(f"unknown mock {name!r}: use mock:grep, mock:constant or mock:icl")
+        if name not in ("grep", "constant", "icl", "judge"):
+            raise ValueError(f"unknown mock {name!r}: use mock:grep, mock:constant, mock:icl "
+                             f"or mock:judge")
         self.name = name
         self.params = params
         tokenizer = WordTokenizer()
@@ -128,6 +131,9 @@ class MockBackend(BaseBackend):
         prompt = request.prompt
         if self.name == "constant":
             text = self.params.get("text", "I do not know")
+        elif self.name == "judge":
+            text = judge_reply(request.chat.user if request.chat else prompt,
+                               self.params.get("mode", ""))
         else:
             text = ", ".join(self._lookup(prompt))
         text = cut_at_stop(text, request.stop)

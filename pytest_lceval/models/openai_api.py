@@ -1,6 +1,7 @@
 """Any OpenAI-compatible server (OpenAI, vLLM, SGLang, TGI, ``transformers serve``) as a backend.
 
-Spec: ``openai:MODEL`` with ``--lceval-base-url`` (or $OPENAI_BASE_URL); the key comes from
+Spec: ``openai:MODEL`` with ``--lceval-base-url`` (or $OPENAI_BASE_URL), one endpoint or several
+replicas of the model, comma-separated; the key comes from
 $OPENAI_API_KEY only, straight into the client, so it never sits in settings, reports, store
 keys or this module's locals (loopback servers get a placeholder when none is set).
 
@@ -19,9 +20,18 @@ exponential backoff (0.5 s doubling to 8 s, minus up to 25 % jitter), or waits t
 the server sends (up to 2 min); ``--lceval-retries`` sets how often. When retries run out the
 request raises ServerError, which fails the cell with the reason; answers stored before are kept.
 
+Replicas. Each endpoint has its own client and ``--lceval-concurrency`` threads; a batch's
+requests are taken one at a time by whichever thread is free, so a faster server answers more.
+When an endpoint fails (cannot connect, times out, or 408/409/429/5xx once the client's retries
+are spent), its in-flight and untaken requests go to the others, and it rests ENDPOINT_REST
+seconds before it is given work again (sooner when every endpoint rests); each request is
+answered once. Only when every endpoint failed does ServerError name them all. Other errors
+(a 400, a refused key) would fail anywhere, and fail the cell at once.
+
 Fingerprint. Beyond the name, mode, tokenizer and decoding settings: the files of a model
 folder the name points to, and what the server's /models entry reports about the weights
 (openai_setup.served_identity), so other weights served under the same name get new answers.
+Never the endpoints: replicas must report the same (checked at load), and share the answers.
 
 Rank. Top-k log-probabilities where the server returns them (topk_rank explains the bound for
 options outside the top k); otherwise generate-match, recorded in Ranking.method and warned
@@ -33,11 +43,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import openai
 
@@ -49,14 +61,16 @@ from .hf_text import HFText, first_token_ids
 from .openai_setup import (
     TextSide,
     TiktokenText,
-    api_key,
+    agreed,
     context_window,
+    endpoint_of,
     load_counter,
+    make_clients,
     served_entry,
     served_identity,
 )
 from .options import LoadOptions
-from .serving import ServingOptions, redact_url
+from .serving import ServingOptions
 from .weights import weights_of
 
 T = TypeVar("T")
@@ -71,6 +85,8 @@ MATCH_TOKENS = 8
 """Tokens generated to match options when the server gives no log-probabilities."""
 PREFILL_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
 """vLLM's fields for continuing the last (assistant) message instead of starting a new turn."""
+ENDPOINT_REST = 30.0
+"""Seconds a failed endpoint gets no new work while another endpoint answers."""
 
 
 class ServerError(RuntimeError):
@@ -89,19 +105,20 @@ class OpenAIBackend(BaseBackend):
     """The Backend protocol over an OpenAI-compatible endpoint; see the module docstring.
 
     A server with more to say about itself is a subclass (llamacpp.py): ``kind`` names it in
-    specs and reports, ``inspect_server`` reads its window and weights from what it serves."""
+    specs and reports, ``inspect_server`` reads its window and weights from what it serves.
+    ``client`` is one client, or one per replica; ``endpoint`` names them in describe()."""
 
     kind = "openai"
 
-    def __init__(self, spec: str, model: str, client: openai.OpenAI, text: TextSide, mode: str,
-                 serving: ServingOptions, window: tuple[int, str], endpoint: str,
-                 weights: dict[str, Any] | None = None,
+    def __init__(self, spec: str, model: str, client: openai.OpenAI | Sequence[openai.OpenAI],
+                 text: TextSide, mode: str, serving: ServingOptions, window: tuple[int, str],
+                 endpoint: str, weights: dict[str, Any] | None = None,
                  served: dict[str, Any] | None = None) -> None:
         super().__init__(spec, text,
                          replace(text.renderer, fixed=True) if mode == "chat" else text.renderer,
                          window[0])
         self.model = model
-        self.client = client
+        clients = [client] if isinstance(client, openai.OpenAI) else list(client)
         self.text = text
         self.mode = mode
         self.serving = serving
@@ -110,12 +127,13 @@ class OpenAIBackend(BaseBackend):
         self.weights = weights
         self.served = served or {}
         """What the server reports about the weights behind the name (served_identity)."""
-        self.official = serving.base_url is None and "api.openai.com" in str(client.base_url)
+        self.official = serving.base_url is None and "api.openai.com" in str(clients[0].base_url)
         self._prefill: bool | None = False if self.official else None
         self._logprobs: bool | None = None
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=serving.concurrency,
-                                        thread_name_prefix="lceval-openai")
+        self._thread = threading.local()
+        """``endpoint``: the _Endpoint whose threads this thread is one of."""
+        self._endpoints = [_Endpoint(each, serving.concurrency, self._bind) for each in clients]
 
     def identity(self) -> dict[str, Any]:
         """The served facts join only when the server reports some, so that the fingerprint of
@@ -141,12 +159,7 @@ class OpenAIBackend(BaseBackend):
         serving = options.serving
         if not model:
             raise ValueError(f"give the served model's name: --model={cls.kind}:NAME")
-        try:
-            client = openai.OpenAI(api_key=api_key(serving.base_url), base_url=serving.base_url,
-                                   timeout=serving.timeout, max_retries=serving.retries)
-        except openai.OpenAIError:
-            raise ValueError("no API key: set OPENAI_API_KEY (or --lceval-base-url for a "
-                             "server that needs none)") from None
+        clients = make_clients(serving, serving.timeout, serving.retries)
         counter = load_counter(model, serving, options.chat_template)
         is_hf = isinstance(counter, HFText)
         mode = serving.api_mode or ("completions" if is_hf else "chat")
@@ -157,10 +170,12 @@ class OpenAIBackend(BaseBackend):
             raise ValueError("--chat-template on with tiktoken counting needs "
                              "--lceval-api-mode chat")
         text: TextSide = counter if is_hf else TiktokenText(counter, chat=mode == "chat")
-        endpoint = redact_url(str(client.base_url).rstrip("/"))
-        reported, served = cls.inspect_server(client, served_entry(client, model))
+        reported, served = agreed(model, {
+            endpoint_of(client): cls.inspect_server(client, served_entry(client, model))
+            for client in clients})
         window = context_window(reported, model, text, serving)
-        return cls(f"{cls.kind}:{model}", model, client, text, mode, serving, window, endpoint,
+        endpoint = ",".join(endpoint_of(client) for client in clients)
+        return cls(f"{cls.kind}:{model}", model, clients, text, mode, serving, window, endpoint,
                    weights_of(model), served)
 
     def describe(self) -> dict[str, str]:
@@ -173,7 +188,8 @@ class OpenAIBackend(BaseBackend):
             "mode": self.mode, "tokenizer": self.text.label,
             "window": f"{self.context_window} ({self._window_source})",
             "answer_prefix": prefill if self.mode == "chat" else "in the prompt", "rank": rank,
-            "concurrency": str(self.serving.concurrency),
+            "concurrency": str(self.serving.concurrency) if len(self._endpoints) == 1
+            else f"{self.serving.concurrency} per endpoint, {len(self._endpoints)} endpoints",
             "engine": f"openai-python {openai.__version__}",
         }
 
@@ -308,50 +324,162 @@ class OpenAIBackend(BaseBackend):
 
     def _complete(self, **params: Any) -> Any:
         """A greedy completions call (the only decoding settings this backend sends)."""
-        return self.client.completions.create(model=self.model, temperature=0, top_p=1,
-                                              **params)
+        return self._client().completions.create(model=self.model, temperature=0, top_p=1,
+                                                 **params)
 
     def _converse(self, **params: Any) -> Any:
         """A greedy chat call."""
-        return self.client.chat.completions.create(model=self.model, temperature=0, top_p=1,
-                                                   **params)
+        return self._client().chat.completions.create(model=self.model, temperature=0, top_p=1,
+                                                      **params)
+
+    def _bind(self, endpoint: _Endpoint) -> None:
+        """Start of each of ``endpoint``'s threads: its calls go to that endpoint for good."""
+        self._thread.endpoint = endpoint
+
+    def _client(self) -> openai.OpenAI:
+        """The client of the endpoint this thread works for (calls run on those threads only)."""
+        client: openai.OpenAI = self._thread.endpoint.client
+        return client
 
     def _map(self, function: Callable[[T], A], items: Sequence[T]) -> list[A]:
-        """``function`` over ``items`` with at most ``concurrency`` in flight, in order; on the
-        first failure the requests not yet started are cancelled and the failure raised."""
-        futures: list[Future[A]] = [self._pool.submit(function, item) for item in items]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+        """``function`` over ``items``, results in order, spread over the endpoints with at most
+        ``concurrency`` in flight on each (see the module docstring on replicas).
+
+        Works in rounds: the endpoints that have not failed in this batch (those not resting,
+        else all of them) drain one shared queue; the requests of an endpoint that fails go back
+        into it for the next round. On any other failure no new request starts and it is
+        raised."""
+        batch: _Batch[T, A] = _Batch(items)
+        while batch.pending and batch.error is None:
+            untried = [each for each in self._endpoints if each.url not in batch.failed]
+            if not untried:
+                raise self._everywhere_failed(batch.failed)
+            now = time.monotonic()
+            ready = [each for each in untried if each.rests_until <= now] or untried
+            drains = [endpoint.pool.submit(self._drain, endpoint, function, batch)
+                      for endpoint in ready for _ in range(self.serving.concurrency)]
+            try:
+                wait(drains)
+            except BaseException as exc:  # interrupted while waiting: start nothing more
+                batch.stop(exc)
+                raise
+        if batch.error is not None:
+            raise batch.error
+        return [batch.results[index] for index in range(len(items))]
+
+    def _drain(self, endpoint: _Endpoint, function: Callable[[T], A], batch: _Batch[T, A]) -> None:
+        """Answer requests of ``batch`` on this (``endpoint``'s) thread until none is left or
+        the endpoint fails, which gives its request back and rests the endpoint."""
+        while (index := batch.take(endpoint.url)) is not None:
+            try:
+                batch.results[index] = function(batch.items[index])
+            except _EndpointDown as down:
+                endpoint.rests_until = time.monotonic() + ENDPOINT_REST
+                batch.give_back(index, endpoint.url, down)
+            except BaseException as exc:
+                batch.stop(exc)
+
+    def _everywhere_failed(self, failed: dict[str, _EndpointDown]) -> ServerError:
+        """One endpoint: its failure as it always read; several: each one's, as listed."""
+        if len(failed) == 1:
+            ((url, down),) = failed.items()
+            return self._failure(f"{down.what} to {url}", down.reason)
+        first = failed[self._endpoints[0].url]
+        said = "; ".join(f"{each.url}: {failed[each.url].reason}" for each in self._endpoints)
+        return self._failure(f"{first.what} on every endpoint", said)
 
     def _call(self, what: str, request: Callable[[], T], refused: bool = False) -> T:
         """Run one client call; turn client errors into one clear ServerError (no key, no
-        traceback into the client, whose frames hold the request headers)."""
+        traceback into the client, whose frames hold the request headers), or _EndpointDown
+        when the server rather than the request failed, so that another endpoint answers."""
         try:
             return request()
         except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
             if refused:
                 raise _Refused from None
-            message = _describe_error(exc, self.serving.retries)
+            error: openai.APIError = exc
         except openai.APIError as exc:
-            message = _describe_error(exc, self.serving.retries)
-        raise ServerError(
-            f"openai backend: {what} request to {self.endpoint} (model {self.model}) failed: "
-            f"{message}. Answers stored before this are kept: rerun once the server "
-            f"answers.") from None
+            error = exc
+        reason = _describe_error(error, self.serving.retries)
+        if _server_failed(error):
+            raise _EndpointDown(f"{what} request", reason) from None
+        raise self._failure(f"{what} request to {self._thread.endpoint.url}", reason) from None
+
+    def _failure(self, what: str, reason: str) -> ServerError:
+        servers = "the server answers" if len(self._endpoints) == 1 else "the servers answer"
+        return ServerError(f"openai backend: {what} (model {self.model}) failed: {reason}. "
+                           f"Answers stored before this are kept: rerun once {servers}.")
 
 
 class _Refused(Exception):
     """The server rejected an optional field (prefill, logprobs): retry without it."""
 
 
+class _EndpointDown(Exception):
+    """The server failed, not the request (_server_failed): another endpoint may answer it."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(reason)
+        self.what = what
+        self.reason = reason
+
+
+class _Endpoint:
+    """One server: its client, its ``threads`` (each bound to it by ``bind``), and the time
+    before which it gets no new work because it failed."""
+
+    def __init__(self, client: openai.OpenAI, threads: int,
+                 bind: Callable[[_Endpoint], None]) -> None:
+        self.client = client
+        self.url = endpoint_of(client)
+        self.rests_until = 0.0
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lceval-openai",
+                                       initializer=bind, initargs=(self,))
+
+
+class _Batch(Generic[T, A]):
+    """The requests of one generate or rank call, shared by the endpoints' threads: each takes
+    the next request not yet answered; one whose endpoint failed is given back, first in line.
+    A request is in the queue, on one thread, or answered: never two of these at once."""
+
+    def __init__(self, items: Sequence[T]) -> None:
+        self.items = items
+        self.results: dict[int, A] = {}
+        self.pending = deque(range(len(items)))
+        self.failed: dict[str, _EndpointDown] = {}
+        """Endpoints (by URL) that failed in this batch, and how: they take no more of it."""
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def take(self, url: str) -> int | None:
+        """The next request for endpoint ``url``; None when there is none for it."""
+        with self._lock:
+            if self.error is not None or url in self.failed or not self.pending:
+                return None
+            return self.pending.popleft()
+
+    def give_back(self, index: int, url: str, down: _EndpointDown) -> None:
+        with self._lock:
+            self.pending.appendleft(index)
+            self.failed.setdefault(url, down)
+
+    def stop(self, error: BaseException) -> None:
+        """No request starts after this; the first error is the one raised."""
+        with self._lock:
+            self.error = self.error or error
+
+
 def _stop(stop: Sequence[str]) -> dict[str, list[str]]:
     """At most 4 stop strings (the API's limit); the rest are cut client-side anyway."""
     kept = [marker for marker in stop if marker][:4]
     return {"stop": kept} if kept else {}
+
+
+def _server_failed(exc: openai.APIError) -> bool:
+    """The errors the client retries: the server was unreachable, slow, busy or broken, so
+    another server may answer the same request."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else 0
+    return isinstance(exc, openai.APIConnectionError) or status in (408, 409, 429) or status >= 500
 
 
 def _describe_error(exc: openai.APIError, retries: int) -> str:
@@ -365,8 +493,7 @@ def _describe_error(exc: openai.APIError, retries: int) -> str:
         text = f"HTTP {exc.status_code}: {str(exc.message)[:300]}"
     else:
         text = str(exc)[:300]
-    status = exc.status_code if isinstance(exc, openai.APIStatusError) else 0
-    if isinstance(exc, openai.APIConnectionError) or status in (408, 409, 429) or status >= 500:
+    if _server_failed(exc):
         text = f"{text} (after {retries} retries)"
     return _redact(text)
 

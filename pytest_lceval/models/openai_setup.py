@@ -3,7 +3,7 @@
 Kept apart from openai_api.py (the requests) because none of it talks to the model: it decides
 which tokenizer stands for the served model (a local HF tokenizer counts exactly; tiktoken counts
 OpenAI models, plus the chat format's fixed overhead), where the context window comes from, and
-what identifies the weights in the fingerprint.
+what identifies the weights in the fingerprint (the same for every replica listed).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import openai
 
@@ -20,6 +20,8 @@ from .base import Renderer
 from .hf_text import HFText, config_window, load_hf_text
 from .options import MissingDependencyError
 from .serving import ServingOptions, redact_url
+
+T = TypeVar("T")
 
 LOOPBACK_KEY = "EMPTY"
 """Placeholder key for servers that need none (vLLM and others accept any)."""
@@ -89,21 +91,37 @@ def api_key(base_url: str | None) -> str | None:
     return os.environ.get("OPENAI_API_KEY") or (LOOPBACK_KEY if own_server else None)
 
 
-def health_check(serving: ServingOptions) -> None:
-    """One GET /models, with a short timeout and no retries, before any cell runs.
-
-    A server that is down would otherwise cost every cell its full retry budget (about 19 s
-    with the default 5 retries) before failing; a refused key would fail every cell alike.
-    Raises ValueError naming --lceval-base-url or $OPENAI_API_KEY and the fix. Any other answer
-    (even an HTTP error: some servers have no /models) means the server is there.
-    """
+def make_clients(serving: ServingOptions, timeout: float, retries: int) -> list[openai.OpenAI]:
+    """One client per endpoint of --lceval-base-url (the client's default when none is given);
+    ValueError when no key is set for a server that needs one."""
     try:
-        client = openai.OpenAI(api_key=api_key(serving.base_url), base_url=serving.base_url,
-                               timeout=HEALTH_TIMEOUT, max_retries=0)
+        return [openai.OpenAI(api_key=api_key(serving.base_url), base_url=url, timeout=timeout,
+                              max_retries=retries) for url in serving.base_urls or (None,)]
     except openai.OpenAIError:
         raise ValueError("no API key: set OPENAI_API_KEY (or --lceval-base-url for a server "
                          "that needs none)") from None
-    endpoint = redact_url(str(client.base_url).rstrip("/"))
+
+
+def endpoint_of(client: openai.OpenAI) -> str:
+    """The client's endpoint as headers, reports and errors show it (no credentials)."""
+    return redact_url(str(client.base_url).rstrip("/"))
+
+
+def health_check(serving: ServingOptions) -> None:
+    """One GET /models per endpoint, with a short timeout and no retries, before any cell runs.
+
+    A server that is down would otherwise cost every cell its full retry budget (about 19 s
+    with the default 5 retries) before failing; a refused key would fail every cell alike; a
+    mistyped replica is better named now than failed over all run. Raises ValueError naming
+    --lceval-base-url or $OPENAI_API_KEY and the fix. Any other answer (even an HTTP error:
+    some servers have no /models) means the server is there.
+    """
+    for client in make_clients(serving, HEALTH_TIMEOUT, 0):
+        _check_reachable(client)
+
+
+def _check_reachable(client: openai.OpenAI) -> None:
+    endpoint = endpoint_of(client)
     try:
         client.models.list()
     except openai.APIConnectionError as exc:
@@ -170,6 +188,20 @@ def served_identity(entry: dict[str, Any]) -> dict[str, Any]:
     SGLang and llama.cpp set to the time of the request, nor vLLM's ``permission`` (new ids on
     every request): each run, each worker would get a new fingerprint and reuse nothing."""
     return {field: entry[field] for field in SERVED_FIELDS if field in entry}
+
+
+def agreed(model: str, facts: dict[str, T]) -> T:
+    """What every endpoint (by URL) reports about ``model``, when they all report the same.
+
+    Replicas share one fingerprint, so they must serve the same weights: answers of one model
+    must never be stored as another's. ValueError naming the URLs otherwise."""
+    first = next(iter(facts.values()))
+    if any(fact != first for fact in facts.values()):
+        said = "; ".join(f"{url}: {fact}" for url, fact in facts.items())
+        raise ValueError(f"--lceval-base-url: the endpoints do not serve the same {model!r} "
+                         f"(window, weights as their /models entry reports them: {said}); "
+                         f"list replicas of one model only")
+    return first
 
 
 def context_window(reported: int | None, model: str, text: TextSide,

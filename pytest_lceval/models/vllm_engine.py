@@ -1,7 +1,11 @@
 """vLLM's offline engine as a backend, for big local models on GPUs.
 
-Spec: ``vllm:PATH_OR_ID``; ``--lceval-tensor-parallel N`` spreads one engine over N GPUs (and
-gives each xdist worker N GPUs, see devices.py).
+Spec: ``vllm:PATH_OR_ID``; ``--lceval-tensor-parallel T`` splits each layer over T GPUs and
+``--lceval-pipeline-parallel P`` the layers over P stages, so an engine spans T x P GPUs (each
+xdist worker gets that many, see devices.py); ``--lceval-vllm-executor ray`` runs its workers on
+a Ray cluster, so that an engine can span nodes. The tensor-parallel size is in the fingerprint
+(a split layer sums its parts in another order); the pipeline size and the executor are not:
+they place the same per-layer computation on other GPUs, so their answers are shared.
 
 - Prefix caching is on: the cases of a cell share their instructions and often their context,
   and Task Haystack's rank requests share whole streams, so vLLM reuses those KV blocks.
@@ -28,6 +32,7 @@ from .backend import BaseBackend, Stopwatch, split_rank
 from .base import cut_at_stop
 from .hf_text import HFText, suffix_ids
 from .options import LoadOptions, MissingDependencyError
+from .serving import ServingOptions
 from .weights import weights_of
 
 INSTALL_HINT = (
@@ -44,20 +49,20 @@ class VLLMBackend(BaseBackend):
     """The Backend protocol on a ``vllm.LLM``; see the module docstring."""
 
     def __init__(self, spec: str, llm: Any, vllm_module: Any, text: HFText,
-                 weights: dict[str, Any] | str, tensor_parallel: int) -> None:
+                 weights: dict[str, Any] | str, serving: ServingOptions) -> None:
         super().__init__(spec, text, text.renderer,
                          int(llm.llm_engine.model_config.max_model_len))
         self.llm = llm
         self._vllm = vllm_module
         self.text = text
         self.weights = weights
-        self.tensor_parallel = tensor_parallel
+        self.serving = serving
 
     def identity(self) -> dict[str, Any]:
         return {
             "backend": "vllm", "weights": self.weights, "text": self.text.identity(),
             "vllm": self._vllm.__version__, "dtype": str(self.llm.llm_engine.model_config.dtype),
-            "tensor_parallel": self.tensor_parallel, "decoding": "greedy", "rank": TOP_K,
+            "tensor_parallel": self.serving.tensor_parallel, "decoding": "greedy", "rank": TOP_K,
         }
 
     def describe(self) -> dict[str, str]:
@@ -65,7 +70,9 @@ class VLLMBackend(BaseBackend):
         return {
             "backend": "vllm", "model": self.spec, "window": str(self.context_window),
             "dtype": str(config.dtype).removeprefix("torch."),
-            "tensor_parallel": str(self.tensor_parallel), "prefix_caching": "on",
+            "tensor_parallel": str(self.serving.tensor_parallel),
+            "pipeline_parallel": str(self.serving.pipeline_parallel),
+            "executor": self.serving.executor or "vLLM's choice", "prefix_caching": "on",
             "chat_template": "on" if self.text.chat_template else "off",
             "tokenizer": self.text.label, "engine": f"vllm {self._vllm.__version__}",
         }
@@ -113,11 +120,12 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
         import vllm
     except ImportError as exc:
         raise MissingDependencyError(f"backend 'vllm' needs vLLM: {INSTALL_HINT}") from exc
-    tensor_parallel = options.serving.tensor_parallel
-    memory = {} if options.serving.gpu_memory is None \
-        else {"gpu_memory_utilization": options.serving.gpu_memory}
-    llm = vllm.LLM(model=rest, tensor_parallel_size=tensor_parallel, dtype=options.dtype,
-                   enable_prefix_caching=True, seed=0, max_logprobs=TOP_K, **memory)
+    serving = options.serving
+    optional = {"gpu_memory_utilization": serving.gpu_memory,
+                "distributed_executor_backend": serving.executor}
+    llm = vllm.LLM(model=rest, tensor_parallel_size=serving.tensor_parallel,
+                   pipeline_parallel_size=serving.pipeline_parallel, dtype=options.dtype,
+                   enable_prefix_caching=True, seed=0, max_logprobs=TOP_K,
+                   **{name: value for name, value in optional.items() if value is not None})
     text = HFText(llm.get_tokenizer(), options.chat_template)
-    return VLLMBackend(f"vllm:{rest}", llm, vllm, text, weights_of(rest) or rest,
-                       tensor_parallel)
+    return VLLMBackend(f"vllm:{rest}", llm, vllm, text, weights_of(rest) or rest, serving)

@@ -34,6 +34,7 @@ from ..haystack.verdict import FAIL
 from ..results import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
 from .badge import badge_path
 from .findings import SKIP_EXAMPLES, look_first, skip_reasons
+from .judged import judge_table
 from .summary import (
     DeltaRow,
     RunSummary,
@@ -366,6 +367,11 @@ def suite_sections(run_dir: Path, summary: RunSummary,
                  _tally_line(tally), look_first_html(mine), skips_html(mine),
                  score_table_html(mine)]
         parts += [_artifact_html(p, siblings) for p in artifacts.get(tally.name, [])]
+        judged = [row for row in summary.judged if row.suite == tally.name]
+        if judged:
+            header, rows = judge_table(judged)
+            parts += ["<h3>Judged tasks</h3>",
+                      _table(header, [[escape(text) for text in row] for row in rows])]
         deltas = [d for d in summary.deltas if d.suite == tally.name]
         if deltas:
             parts += [f"<h3>Comparison with baseline {escape(summary.baseline or '')}</h3>",

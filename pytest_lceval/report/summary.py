@@ -18,6 +18,7 @@ import pytest
 
 from ..grid import format_length
 from ..results import CellResult, Judgement
+from .judged import JudgeRow, judge_rows, judge_table
 
 SUMMARY_MD = "summary.md"
 SUMMARY_JSON = "summary.json"
@@ -140,6 +141,8 @@ class RunSummary:
     gates: list[Judgement] = field(default_factory=list)
     """Suite-level verdicts (pytest_lceval_suite_verdict), suite by suite."""
     lengths: list[LengthRow] = field(default_factory=list)
+    judged: list[JudgeRow] = field(default_factory=list)
+    """Per judged task: the judge's scored and unreadable cases, agreement and time."""
 
     @property
     def ok(self) -> bool:
@@ -180,6 +183,7 @@ def summarize(run: str, results: list[CellResult],
         delta_counts=dict(Counter(d.status for d in deltas)),
         gates=[j for suite in sorted(suite_verdicts or {}) for j in (suite_verdicts or {})[suite]],
         lengths=length_rows(results),
+        judged=judge_rows(results),
     )
 
 
@@ -269,6 +273,12 @@ def to_markdown(summary: RunSummary) -> str:
             lines.append(f"| {length.suite} | {format_length(length.length)} | "
                          f"{number(length.score)} | {length.tasks} | {length.n} | "
                          f"{length.seconds_per_case:.2f} |")
+    if summary.judged:
+        header, rows = judge_table(summary.judged)
+        lines += ["", "**Judged tasks** (cases a judge's replies left unreadable are counted, "
+                      "never dropped silently)", "", "| " + " | ".join(header) + " |",
+                  "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(_md_cell(text) for text in row) + " |" for row in rows]
     if summary.gates:
         lines += ["", "**Suite gates**", "", "| gate | verdict |", "|---|---|"]
         for gate in summary.gates:

@@ -101,10 +101,13 @@ def all_task_names() -> list[str]:
 
 
 _BUILTIN_MODULES: list[str] = ["pytest_lceval.tasks.recall", "pytest_lceval.tasks.longbench",
+                               "pytest_lceval.tasks.longbench_judged",
                                "pytest_lceval.tasks.helmet_rag",
                                "pytest_lceval.tasks.helmet_icl",
                                "pytest_lceval.tasks.helmet_rerank",
                                "pytest_lceval.tasks.helmet_cite",
+                               "pytest_lceval.tasks.helmet_longqa",
+                               "pytest_lceval.tasks.helmet_summ",
                                ]
 """Modules whose import registers the built-in generation tasks."""
 

@@ -18,9 +18,9 @@ uniform guess among the answers the prompt allows).
 - ``passage_retrieval``: the summary of one whole document; name its passage.
 - ``passage_count``: whole articles, each repeated 1-3 times, shuffled; count the unique ones.
 - ``single_doc_qa_yesno``: the judge-free variant of single-doc QA: a boolq yes/no question about
-  one numbered passage, with the prior-knowledge filter (``probe``). The reference's task asks
-  open questions scored by a judge; it plugs in as another ``SingleDocQA`` with its own question
-  pool and a judge as its ``scorer``.
+  one numbered passage, with the prior-knowledge filter (``probe``). The reference's open, judged
+  QA and summary tasks (``longbench_judged.py``) are ``AboutArticles`` tasks too, with their own
+  questions.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from __future__ import annotations
 import random
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..records import Case, Prompt
 from .articles import ArticlePool, load_pool
@@ -108,7 +109,7 @@ class LongBenchTask(ABC):
     """None: the reference generates its whole budget and scores the first line."""
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
-        pool = load_pool(context.data)
+        pool = self.pool(context.data)
         budget = cell.length - self.max_new_tokens
         cases = []
         for index in range(cell.samples):
@@ -122,6 +123,10 @@ class LongBenchTask(ABC):
                       "chance": layout.chance, "order": order(layout.fitted.passages),
                       **layout.meta}))
         return cases
+
+    def pool(self, data: DataSource) -> ArticlePool:
+        """The articles the task's contexts are made of."""
+        return load_pool(data)
 
     @abstractmethod
     def layout(self, draw: Draw) -> Layout:
@@ -174,9 +179,10 @@ def order(passages: Sequence[Passage]) -> list[int | str]:
 
 
 def distractors(rng: random.Random, pool: ArticlePool, among: Sequence[int] | None = None,
-                exclude: int = -1) -> Iterator[Passage]:
+                exclude: Collection[int] = ()) -> Iterator[Passage]:
     """The pool's articles (or those of ``among``) but ``exclude``, in a random order."""
-    order = [i for i in (range(len(pool.articles)) if among is None else among) if i != exclude]
+    order = [i for i in (range(len(pool.articles)) if among is None else among)
+             if i not in exclude]
     rng.shuffle(order)
     return (Passage(pool.articles[i].text, i) for i in order)
 
@@ -270,7 +276,7 @@ class PassageRetrieval(LongBenchTask):
             return Prompt(RETRIEVAL_PROMPT.format(context=self.context_text(passages),
                                                   input=summary))
 
-        passages = packer.fill(distractors(rng, pool, pool.summarised, gold.article), room)
+        passages = packer.fill(distractors(rng, pool, pool.summarised, (gold.article,)), room)
         passages.insert(rng.randrange(len(passages) + 1), gold)
         return _numbered_gold(self, prompt, self.renderer_for(draw, prompt), passages, gold,
                               draw, {"summary": summary})
@@ -330,56 +336,116 @@ def score_yes_no(output: str, case: Case) -> float:
     return float(yes_or_no(output) == case.gold[0])
 
 
-@dataclass
-class SingleDocQA(LongBenchTask):
-    """A question about one numbered passage among distractors, in the reference's prompt.
+@dataclass(frozen=True)
+class Question:
+    """What a case asks about some of the pool's articles."""
 
-    The case's question depends on the task and the sample index only, never on the length, so
-    every length of a task asks (and the prior-knowledge filter probes) the same questions.
-    ``probe`` asks the question with no context, with the reference's no-context prompt, for the
-    evaluator's filter (``prior_knowledge.py``). ``scorer`` scores answers and probes alike: the
-    yes/no variant's is ``score_yes_no``; the judged task gives a judge, its own pool and
-    ``question_format="{question}"``.
+    text: str
+    """The task's input: a question, or a summary's query ("" for none)."""
+    answers: tuple[str, ...]
+    """The correct answers, or the reference summaries."""
+    articles: tuple[int, ...]
+    """Pool indices of the articles it is about, pinned in the context."""
+    key: int
+    """Identifies the question in results (``meta["question_id"]``)."""
+
+
+@dataclass
+class AboutArticles(LongBenchTask):
+    """A task that asks about some whole articles (a question's), each pinned at a random place
+    among distractors, numbered as the reference numbers passages.
+
+    A case's question depends on the task and the sample index only, never on the length, so
+    every length of a task asks the same questions (and the prior-knowledge filter probes the
+    same ones). Distractors come from ``fillers`` (None: the whole pool).
     """
 
     entry: str = "Passage {number}:\n{text}\n\n"
-    scorer: Scorer = score_yes_no
-    question_format: str = YES_NO_INPUT
+    chance: float = 0.0
+    """The score of a uniform guess among the answers the prompt allows."""
+    substitute: str = ""
+    """What data stands in for the reference's where the data directory lacks it (results say
+    so in ``meta["substitute"]``)."""
+
+    @abstractmethod
+    def questions(self, draw: Draw) -> Sequence[Question]:
+        """Every question the task can ask, in a fixed order."""
+
+    @abstractmethod
+    def prompt(self, asked: Question, passages: Sequence[Passage]) -> Prompt:
+        """The prompt about ``asked`` with ``passages`` as its context."""
+
+    def fillers(self, draw: Draw) -> Sequence[int] | None:
+        return None
 
     def layout(self, draw: Draw) -> Layout:
         rng, packer, pool = draw.rng, draw.packer, draw.pool
-        article_index = self.question_order(draw)[draw.index % len(pool.qa)]
-        article = pool.articles[article_index]
-        gold = Passage(article.text, article_index, pinned=True)
-        question = self.question_format.format(question=article.question)
+        questions = self.questions(draw)
+        asked = questions[self.question_order(draw, len(questions))[draw.index % len(questions)]]
+        pinned = [Passage(pool.articles[i].text, i, pinned=True) for i in asked.articles]
 
         def prompt(passages: Sequence[Passage]) -> Prompt:
-            number = next(i + 1 for i, p in enumerate(passages) if p.pinned)
-            return Prompt(QA_PROMPT.format(context=self.context_text(passages),
-                                           instruction=QA_INSTRUCTION.format(number=number),
-                                           input=question))
+            return self.prompt(asked, passages)
 
         render = self.renderer_for(draw, prompt)
-        room = packer.room(render, [gold], draw.budget)
-        passages = packer.fill(distractors(rng, pool, exclude=article_index), room)
-        passages.insert(rng.randrange(len(passages) + 1), gold)
-        layout = _numbered_gold(self, prompt, render, passages, gold, draw,
-                                {"question": question, "question_id": article_index})
-        return Layout(layout.prompt, layout.fitted, (article.answer,), layout.depth, 0.5,
-                      {**layout.meta, "passage_number": int(layout.gold[0])})
+        room = packer.room(render, pinned, draw.budget)
+        passages = packer.fill(distractors(rng, pool, self.fillers(draw), asked.articles), room)
+        for passage in pinned:
+            passages.insert(rng.randrange(len(passages) + 1), passage)
+        fitted = packer.fit(passages, render, draw.budget)
+        numbers = pinned_numbers(fitted.passages)
+        depth = depth_of(self.context_text(fitted.passages),
+                         self.entry.format(number=numbers[0], text=pinned[0].text))
+        return Layout(prompt(fitted.passages), fitted, asked.answers, depth, self.chance,
+                      {"question": asked.text, "question_id": asked.key,
+                       "passage_number": numbers[0], "passage_numbers": numbers,
+                       **({"substitute": self.substitute} if self.substitute else {})})
 
-    def question_order(self, draw: Draw) -> list[int]:
-        """The pool's questions in a per-task order (seeded by task, not by length)."""
-        order = list(draw.pool.qa)
+    def question_order(self, draw: Draw, count: int) -> list[int]:
+        """Indices of ``count`` questions in a per-task order (seeded by task, not by length)."""
+        order = list(range(count))
         random.Random(case_seed(draw.context.seed, self.name, "questions")).shuffle(order)
         return order
 
+
+def pinned_numbers(passages: Sequence[Passage]) -> list[int]:
+    """The numbers of the pinned articles in a context, in context order."""
+    return [i + 1 for i, passage in enumerate(articles(passages)) if passage.pinned]
+
+
+@dataclass
+class SingleDocQA(AboutArticles):
+    """A question about numbered passages among distractors, in the reference's prompt (one
+    passage for single-doc QA; several for multi-doc QA, whose instruction lists them all).
+
+    ``probe`` asks the question with no context, with the reference's no-context prompt, for the
+    evaluator's filter (``prior_knowledge.py``). ``scorer`` is the task's rule metric: the yes/no
+    variant's is ``score_yes_no`` and its questions boolq's; the judged tasks
+    (``longbench_judged.py``) bring their own questions, a rubric and an open-answer metric.
+    """
+
+    scorer: Scorer = score_yes_no
+    question_format: str = YES_NO_INPUT
+    chance: float = 0.5
+
+    def questions(self, draw: Draw) -> Sequence[Question]:
+        pool = draw.pool
+        return [Question(self.question_format.format(question=pool.articles[i].question),
+                         (pool.articles[i].answer,), (i,), i) for i in pool.qa]
+
+    def prompt(self, asked: Question, passages: Sequence[Passage]) -> Prompt:
+        numbers = ",".join(map(str, pinned_numbers(passages)))
+        return Prompt(QA_PROMPT.format(context=self.context_text(passages),
+                                       instruction=QA_INSTRUCTION.format(number=numbers),
+                                       input=asked.text))
+
     def probe(self, case: Case, context: BuildContext) -> Case:
+        """The question alone; it keeps ``meta["question"]``, which a judge's rubric reads."""
         prompt = Prompt(QA_PROBE_PROMPT.format(input=case.meta["question"]))
         text = context.renderer.render(prompt)
         return Case(case.index, text, case.gold, context.renderer.count(text), None,
                     self.max_new_tokens, self.stop, context.renderer.chat_source(prompt),
-                    meta={"probe_of": case.index})
+                    meta={"probe_of": case.index, "question": case.meta["question"]})
 
     def score(self, output: str, case: Case) -> float:
         return self.scorer(output, case)

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
+from functools import cache
+
+from rouge_score import rouge_scorer
+
+from ..metrics import normalize_answer
 
 _NUMBER = re.compile(r"\d+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -68,6 +74,29 @@ QA_PROBE_PROMPT = (
     "explanation. Question: {input}\nOnly give me the answer and do not output any other "
     "words. Answer:\n ")
 """The reference's ``qa_old`` prompt: the question with no passages (the prior-knowledge probe)."""
+SINGLE_SUM_PROMPT = (
+    "You are given several passages as follows, but not all of them need to be summarized."
+    "\n\n{context}\n\nPlease follow these instructions:\n1.{input}\n2.Ignore and do not "
+    "summarize any passages not listed above.\n3.For the selected passages, the summary should "
+    "include: the main arguments or conclusions of each article, the key evidence or supporting "
+    "data presented and any unique or innovative points made in the passages.\n4.The summary "
+    "should be concise, focusing only on the most important information from the passages. "
+    "Now, please generate the summary for the specified passage, following the instructions "
+    "carefully.\nSummary:\n")
+SINGLE_SUM_INSTRUCTION = "Write a one-page summary of {passages} into a few short sentences"
+MULTI_SUM_PROMPT = (
+    "You are given several passages as follows, but not all of them need to be summarized."
+    "\n\n{context}\n\nPlease follow these instructions:\n1.{input}\n2.Ignore and do not "
+    "summarize any passages not listed above.\n3.All the selected passages should be summarized "
+    "into a few short sentences and do not summarize each selected passages separately. The "
+    "summary should include: the main arguments or conclusions of each article, the key "
+    "evidence or supporting data presented and any unique or innovative points made in the "
+    "passages.\n4.The summary should be concise, focusing only on the most important "
+    "information from the passages. Now, please combine and summarize the main ideas from the "
+    "selected relevant passages into one cohesive summary, following the instructions "
+    "carefully.\n\nSummary:\n")
+MULTI_SUM_INSTRUCTION = ("Combine and summarize the main ideas from the selected relevant "
+                         "passages into one cohesive summary: {passages}")
 YES_NO_INPUT = "{question}? Answer yes or no."
 """The judge-free variant's question: a boolq question with the answer format made explicit."""
 
@@ -75,6 +104,42 @@ YES_NO_INPUT = "{question}? Answer yes or no."
 def first_line(output: str) -> str:
     """The line the reference scores: the answer's first line after leading newlines."""
     return output.lstrip("\n").split("\n")[0]
+
+
+def summary_input(instruction: str, numbers: Sequence[int], query: str) -> str:
+    """A summary task's input as the reference writes it: the instruction naming the passages
+    ("Passage 2" or "Passage 2,Passage 5"), then the data's query after a colon, else a full
+    stop."""
+    named = instruction.format(passages=",".join(f"Passage {n}" for n in numbers))
+    return f"{named}: {query}" if query else f"{named}."
+
+
+def qa_f1(output: str, golds: Sequence[str]) -> float:
+    """The reference's ``qa_f1_score`` of the answer's first line, best over the golds: token
+    F1 after SQuAD normalisation (its original metric for the QA tasks)."""
+    said = normalize_answer(first_line(output)).split()
+    best = 0.0
+    for gold in golds:
+        expected = normalize_answer(gold).split()
+        same = sum((Counter(said) & Counter(expected)).values())
+        if same:
+            precision, recall = same / len(said), same / len(expected)
+            best = max(best, 2 * precision * recall / (precision + recall))
+    return best
+
+
+def rouge_l_f1(output: str, golds: Sequence[str]) -> float:
+    """ROUGE-L F1 of the answer's first line, best over the reference summaries (the
+    reference's original summary metric, here by the ``rouge-score`` package)."""
+    said = first_line(output)
+    if not said.strip():
+        return 0.0
+    return max(_rouge().score(gold, said)["rougeL"].fmeasure for gold in golds)
+
+
+@cache
+def _rouge() -> rouge_scorer.RougeScorer:
+    return rouge_scorer.RougeScorer(["rougeL"])
 
 
 def first_number(output: str) -> int | None:

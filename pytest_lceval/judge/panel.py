@@ -1,0 +1,260 @@
+"""Asking the judges: every prompt of a cell in one batch through the store (so a rerun never
+asks again, and a changed judge never reuses another's verdicts), one retry of each unreadable
+reply with the reason it failed, the score of each case by its rubric, and the agreement
+numbers."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..models.base import Backend
+from ..models.stored import StoredModel
+from ..records import Case, GenerateRequest, Prompt
+from ..store import Store
+from . import keypoints as keypoints_module
+from .agreement import kappa, mean_difference, rank_correlation
+from .prompts import RETRY
+from .replies import Unparsed, parse_scores
+from .rubrics import Ask, Rubric
+
+DEFAULT_MAX_NEW_TOKENS = 2048
+"""HELMET's judge generation budget (``OpenAIModel``'s default; its summary judge asks 4096)."""
+MIN_REPLY_TOKENS = 32
+"""A prompt that leaves the judge less room than this to reply is not asked (unparsed)."""
+
+
+@runtime_checkable
+class JudgedTask(Protocol):
+    """A generation task whose score comes from the judge; its own ``score`` is the rule metric
+    (ROUGE-L, SubEM) that the judge is checked against."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def rubric(self) -> Rubric: ...
+
+    @property
+    def rule_metric(self) -> str:
+        """The name of ``score``'s metric, e.g. ``rougeL_f1``."""
+        ...
+
+    def score(self, output: str, case: Case) -> float: ...
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A judge as the options give it."""
+
+    spec: str
+    option: str
+    """The option that named it (--lceval-judge or --lceval-judge2), for messages."""
+    base_url: str | None = None
+    concurrency: int = 8
+    batch_size: int = 16
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    tokenizer: str | None = None
+    """What counts an openai: judge's tokens (--lceval-judge-tokenizer)."""
+
+
+@dataclass(frozen=True)
+class Rated:
+    """One ask's outcome: its ratings, or None with the reason it could not be read."""
+
+    ratings: dict[str, int] | None
+    retried: bool = False
+    problem: str = ""
+
+
+class Judge:
+    """One judge model behind the store, loaded at its first request."""
+
+    def __init__(self, spec: JudgeSpec, load: Callable[[JudgeSpec], Backend], store: Store) -> None:
+        self.spec = spec
+        self._load = load
+        self._store = store
+
+    @functools.cached_property
+    def model(self) -> StoredModel:
+        return StoredModel(self._load(self.spec), self._store, self.spec.batch_size)
+
+    @property
+    def identity(self) -> str:
+        """The spec and the fingerprint, as results and saved runs record the judge."""
+        return f"{self.spec.spec}@{self.model.fingerprint[:16]}"
+
+    def replies(self, prompts: Sequence[str]) -> list[str | None]:
+        """The judge's reply to each prompt; None for one too long for the judge's window."""
+        model = self.model
+        requests: list[GenerateRequest | None] = []
+        for text in prompts:
+            prompt = Prompt(text)
+            rendered = model.renderer.render(prompt)
+            room = model.context_window - model.renderer.count(rendered)
+            budget = min(self.spec.max_new_tokens, room)
+            requests.append(None if budget < MIN_REPLY_TOKENS else GenerateRequest(
+                rendered, budget, (), model.renderer.chat_source(prompt)))
+        asked = [request for request in requests if request is not None]
+        answers = iter(model.generate(asked)) if asked else iter(())
+        return [None if request is None else next(answers).text for request in requests]
+
+    def rate(self, asks: Sequence[Ask]) -> list[Rated]:
+        """Every ask in one batch; each unreadable reply asked once more with its problem."""
+        replies = self.replies([ask.prompt for ask in asks])
+        rated: list[Rated] = []
+        retry: dict[int, str] = {}
+        for index, (ask, reply) in enumerate(zip(asks, replies, strict=True)):
+            if reply is None:
+                rated.append(Rated(None, problem="the prompt does not fit the judge's window"))
+                continue
+            try:
+                rated.append(Rated(parse_scores(reply, ask.fields)))
+            except Unparsed as exc:
+                rated.append(Rated(None, problem=str(exc)))
+                retry[index] = RETRY.format(prompt=ask.prompt, reply=reply.strip(),
+                                            problem=exc, example=ask.example)
+        for index, reply in zip(retry, self.replies(list(retry.values())), strict=True):
+            try:
+                if reply is None:
+                    raise Unparsed("the retry does not fit the judge's window")
+                rated[index] = Rated(parse_scores(reply, asks[index].fields), retried=True)
+            except Unparsed as exc:
+                rated[index] = Rated(None, retried=True, problem=str(exc))
+        return rated
+
+    def keypoints(self, references: Sequence[str]) -> list[list[str]]:
+        """Key points the judge writes for each reference summary (one retry when none)."""
+        prompts = [keypoints_module.keypoint_prompt(text) for text in references]
+        points = [keypoints_module.parse_keypoints(reply or "")
+                  for reply in self.replies(prompts)]
+        again = [i for i, found in enumerate(points) if not found]
+        retries = self.replies([keypoints_module.RETRY.format(prompt=prompts[i], reply="")
+                                for i in again]) if again else []
+        for index, reply in zip(again, retries, strict=True):
+            points[index] = keypoints_module.parse_keypoints(reply or "")
+        return points
+
+
+@dataclass
+class Judged:
+    """A judge's verdicts on a cell's outputs."""
+
+    scores: list[float | None]
+    """Per case; None where the rubric leaves an unreadable case out of the mean."""
+    unparsed: list[bool]
+    ratings: list[list[Rated]]
+    retried: int
+    requests: int
+    seconds: float
+
+
+def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
+                  cases: Sequence[Case]) -> Judged:
+    """Rate a cell's outputs by ``rubric`` (key points first where it needs them)."""
+    model = judge.model
+    before, started = model.calls.requests, time.perf_counter()
+    points: list[list[str]] = (
+        [list(case.meta["keypoints"]) if case.meta.get("keypoints") else [] for case in cases])
+    if rubric.needs_keypoints:
+        missing = [i for i, found in enumerate(points) if not found]
+        written = judge.keypoints([cases[i].gold[0] for i in missing]) if missing else []
+        for index, found in zip(missing, written, strict=True):
+            points[index] = found
+    asks = [rubric.asks(output, case, found) if found or not rubric.needs_keypoints else []
+            for output, case, found in zip(outputs, cases, points, strict=True)]
+    flat = judge.rate([ask for group in asks for ask in group])
+    scores: list[float | None] = []
+    unparsed: list[bool] = []
+    ratings: list[list[Rated]] = []
+    position = 0
+    for case, group, found in zip(cases, asks, points, strict=True):
+        rated = flat[position:position + len(group)]
+        position += len(group)
+        ratings.append(rated)
+        readable = bool(group) and all(r.ratings is not None for r in rated)
+        unparsed.append(not readable)
+        scores.append(rubric.score([r.ratings for r in rated if r.ratings is not None], case,
+                                   found) if readable else rubric.missing)
+    return Judged(scores, unparsed, ratings, sum(r.retried for r in flat),
+                  model.calls.requests - before, time.perf_counter() - started)
+
+
+@dataclass
+class Scored:
+    """A cell's scores and the numbers that say how they were judged."""
+
+    scores: list[float | None]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    judge: str = ""
+    """The judge's identity ("" for rule-scored tasks)."""
+
+
+class JudgePanel:
+    """The judge, and the optional second judge that rates the same outputs for agreement."""
+
+    def __init__(self, first: Judge, second: Judge | None = None) -> None:
+        self.first = first
+        self.second = second
+
+    def score(self, task: JudgedTask, outputs: Sequence[str], cases: Sequence[Case],
+              agreement: bool = True) -> Scored:
+        """The judge's scores of ``outputs``; with ``agreement``, the cell's agreement numbers
+        (rule metric always, second judge when there is one)."""
+        rubric = task.rubric
+        judged = judge_outputs(self.first, rubric, outputs, cases)
+        metrics: dict[str, Any] = {
+            "judge": self.first.identity, "judge_rubric": rubric.name,
+            "judge_unparsed": sum(judged.unparsed), "judge_retried": judged.retried,
+            "judge_requests": judged.requests, "seconds_judge": round(judged.seconds, 3),
+        }
+        if agreement:
+            rules = [task.score(output, case) for output, case in zip(outputs, cases,
+                                                                      strict=True)]
+            metrics.update(_rule_agreement(task.rule_metric, judged.scores, rules))
+            if self.second is not None:
+                metrics.update(_second_opinion(self.second, rubric, outputs, cases, judged))
+        return Scored(judged.scores, metrics, self.first.identity)
+
+
+def _rule_agreement(metric: str, scores: Sequence[float | None],
+                    rules: Sequence[float]) -> dict[str, Any]:
+    pairs = [(s, r) for s, r in zip(scores, rules, strict=True) if s is not None]
+    judged, ruled = [s for s, _ in pairs], [r for _, r in pairs]
+    return {"judge_rule_metric": metric,
+            metric: round(sum(rules) / len(rules), 4) if rules else None,
+            "judge_rule_spearman": rank_correlation(judged, ruled),
+            "judge_rule_gap": mean_difference(ruled, judged)}
+
+
+def _second_opinion(second: Judge, rubric: Rubric, outputs: Sequence[str],
+                    cases: Sequence[Case], first: Judged) -> dict[str, Any]:
+    """The second judge's scores of the same outputs, and kappa per rubric scale."""
+    other = judge_outputs(second, rubric, outputs, cases)
+    kept = [s for s in other.scores if s is not None]
+    pairs = [(a, b) for a, b in zip(first.scores, other.scores, strict=True)
+             if a is not None and b is not None]
+    metrics: dict[str, Any] = {
+        "judge2": second.identity, "judge2_unparsed": sum(other.unparsed),
+        "judge2_score": round(sum(kept) / len(kept), 4) if kept else None,
+        "judge_score_diff": mean_difference([a for a, _ in pairs], [b for _, b in pairs]),
+        "seconds_judge2": round(other.seconds, 3),
+    }
+    ratings: dict[str, tuple[list[int], list[int]]] = {}
+    for mine, theirs in zip(first.ratings, other.ratings, strict=True):
+        if len(mine) != len(theirs):  # the judges wrote different key points: no pairs
+            continue
+        for a, b in zip(mine, theirs, strict=True):
+            if a.ratings is None or b.ratings is None:
+                continue
+            for name, value in a.ratings.items():
+                ratings.setdefault(name, ([], []))
+                ratings[name][0].append(value)
+                ratings[name][1].append(b.ratings[name])
+    for scale in rubric.scales:
+        if scale.name in ratings:
+            metrics[f"judge_kappa_{scale.name}"] = kappa(*ratings[scale.name], scale)
+    return metrics

@@ -1,0 +1,153 @@
+"""Feature plugin of the judge: its serving knobs, the start-up check of the judges' specs, the
+header line, and the panel each process judges with (loaded at the first judged cell, so a run
+that judges nothing, or whose verdicts are all stored, never loads a judge)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ..models.base import Backend
+from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
+from ..models.preflight import check_model
+from ..models.registry import check_spec, make_backend
+from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, redact_url
+from ..settings import SETTINGS, Settings, convert, flag, lookup
+from ..store import Store
+from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
+
+JUDGES = pytest.StashKey[tuple[JudgeSpec, ...]]()
+DEFAULT_JUDGE_CONCURRENCY = 2 * DEFAULT_CONCURRENCY
+DEFAULT_JUDGE_BATCH = 16
+_KNOBS = ("lceval_judge_base_url", "lceval_judge2_base_url", "lceval_judge_tokenizer",
+          "lceval_judge_concurrency", "lceval_judge_batch_size", "lceval_judge_max_tokens")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lceval")
+    group.addoption("--lceval-judge-base-url", dest="lceval_judge_base_url", default=None,
+                    help="OpenAI-compatible endpoint of an openai: judge (default "
+                         "$OPENAI_BASE_URL, else OpenAI)")
+    group.addoption("--lceval-judge2-base-url", dest="lceval_judge2_base_url", default=None,
+                    help="endpoint of an openai: second judge")
+    group.addoption("--lceval-judge-tokenizer", dest="lceval_judge_tokenizer", default=None,
+                    help="openai: judges: HF tokenizer (folder or id) or tiktoken:NAME that "
+                         "counts the judge's tokens, as --lceval-tokenizer does for the model")
+    group.addoption("--lceval-judge-concurrency", dest="lceval_judge_concurrency", default=None,
+                    help=f"judge requests in flight per server judge (default "
+                         f"{DEFAULT_JUDGE_CONCURRENCY})")
+    group.addoption("--lceval-judge-batch-size", dest="lceval_judge_batch_size", default=None,
+                    help=f"judge requests per backend call (default {DEFAULT_JUDGE_BATCH})")
+    group.addoption("--lceval-judge-max-tokens", dest="lceval_judge_max_tokens", default=None,
+                    help=f"most tokens a judge writes per reply (default "
+                         f"{DEFAULT_MAX_NEW_TOKENS}, HELMET's)")
+    for name in _KNOBS:
+        parser.addini(name, f"default {flag(name)}")
+
+
+def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec, ...]:
+    """The judges the settings name, with their knobs; each bad value one UsageError line."""
+
+    def get(name: str, parse: Any, default: Any, fix: str) -> Any:
+        value, where = lookup(config, name)
+        return default if value is None else convert(value, where, flag(name), parse, fix)
+
+    knobs = {
+        "concurrency": get("lceval_judge_concurrency", _whole, DEFAULT_JUDGE_CONCURRENCY,
+                           "Give a whole number >= 1."),
+        "batch_size": get("lceval_judge_batch_size", _whole, DEFAULT_JUDGE_BATCH,
+                          "Give a whole number >= 1."),
+        "max_new_tokens": get("lceval_judge_max_tokens", _whole, DEFAULT_MAX_NEW_TOKENS,
+                              "Give a whole number of tokens such as 1024."),
+        "tokenizer": get("lceval_judge_tokenizer", str, None,
+                         "Give a folder, an HF id or tiktoken:NAME."),
+    }
+    specs = []
+    for option, spec, url_option in (("--lceval-judge", settings.judge, "lceval_judge_base_url"),
+                                     ("--lceval-judge2", settings.judge2,
+                                      "lceval_judge2_base_url")):
+        url = get(url_option, _url, None, "Give an http(s) URL ending in /v1.")
+        if spec is None:
+            if url is not None:
+                raise pytest.UsageError(f"pytest-lceval: {flag(url_option)} is set but "
+                                        f"{option} is not; name the judge with {option}=SPEC")
+            continue
+        try:
+            check_spec(config.pluginmanager, spec)
+        except UnknownModelError as exc:
+            raise pytest.UsageError(f"pytest-lceval: {option}: {exc}") from None
+        specs.append(JudgeSpec(spec, option, url, **knobs))
+    if settings.judge is None and settings.judge2 is not None:
+        raise pytest.UsageError("pytest-lceval: --lceval-judge2 needs --lceval-judge (the "
+                                "second judge is compared with the first)")
+    return tuple(specs)
+
+
+def _whole(value: Any) -> int:
+    number = int(str(value))
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+def _url(value: Any) -> str:
+    text = str(value).strip()
+    if not text.startswith(("http://", "https://")):
+        raise ValueError("not an http(s) URL")
+    return text
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """trylast: the core's pytest_configure resolves the settings this needs."""
+    config.stash[JUDGES] = resolve_judges(config, config.stash[SETTINGS])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A judge that cannot load (no such folder, no model name, a server that does not answer)
+    is one usage error before anything runs, as the model under test is (startup.py); on the
+    controller, before xdist starts workers (tryfirst)."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly or JUDGES not in config.stash:
+        return
+    for judge in config.stash[JUDGES]:
+        try:
+            check_model(judge.spec, _load_options(config.stash[SETTINGS], judge))
+        except (ValueError, MissingDependencyError) as exc:
+            raise pytest.UsageError(
+                f"pytest-lceval: {judge.option}={judge.spec}: {exc}") from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    judges = config.stash.get(JUDGES, ())
+    if not judges:
+        return []
+    first = judges[0]
+    where = [f"{j.option}={j.spec}" + (f" at {redact_url(j.base_url)}" if j.base_url else "")
+             for j in judges]
+    return [f"lceval: judge {', '.join(where)} (max {first.max_new_tokens} tokens a reply, "
+            f"batch {first.batch_size}, concurrency {first.concurrency}; verdicts stored "
+            f"under the judge's fingerprint)"]
+
+
+def judge_panel(config: pytest.Config, store: Store) -> JudgePanel | None:
+    """The process's judges over ``store``; None when the run names none."""
+    judges = [Judge(spec, _loader(config), store) for spec in config.stash.get(JUDGES, ())]
+    return JudgePanel(judges[0], judges[1] if len(judges) > 1 else None) if judges else None
+
+
+def _load_options(settings: Settings, spec: JudgeSpec) -> LoadOptions:
+    return LoadOptions("auto", settings.dtype, settings.device, serving=ServingOptions(
+        base_url=spec.base_url, concurrency=spec.concurrency, tokenizer=spec.tokenizer))
+
+
+def _loader(config: pytest.Config) -> Callable[[JudgeSpec], Backend]:
+    settings = config.stash[SETTINGS]
+
+    def load(spec: JudgeSpec) -> Backend:
+        return make_backend(config, spec.spec, _load_options(settings, spec), spec.option)
+
+    return load

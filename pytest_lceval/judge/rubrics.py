@@ -1,0 +1,184 @@
+"""What the judge is asked about one output, and how its ratings make the case's score.
+
+A rubric turns (output, case) into :class:`Ask` objects (one prompt each, with the fields its
+reply must hold) and their ratings into a score from 0 to 1. It also says what a case whose
+reply could not be read scores (``missing``): HELMET leaves such cases out of the mean,
+100-LongBench scores them 0; either way the cell counts them (``judge_unparsed``).
+
+The rubrics:
+
+- ``helmet_qa`` (NarrativeQA): fluency 0/1 x correctness 0-3, over 3; the output is read as
+  HELMET's ``parse_output`` reads it (after "Answer:", newlines as spaces).
+- ``helmet_summary_{legal,book,document}``: fluency 0/1, recall of the key points and precision
+  of the sentences against the expert summary; F1 of recall and precision, times fluency.
+- ``longbench_qa`` (100-LongBench): fluency 0-2 x correctness 0-3, over 6, asked once per correct
+  answer and the best kept; the output's first line is judged.
+- ``longbench_summary``: fluency 0/1 x precision against the expert summary (no recall), the best
+  over the reference summaries; the output's first line is judged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..records import Case
+from . import prompts
+from .replies import Field
+
+Ratings = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One prompt to the judge about one output, and the fields its reply must hold."""
+
+    aspect: str
+    """What is judged ("answer", "fluency", "recall", "precision"); names the asks of a case."""
+    prompt: str
+    fields: tuple[Field, ...]
+
+    @property
+    def example(self) -> str:
+        """The JSON reply the prompt shows, for the retry's reminder."""
+        return json.dumps({field.name: field.low for field in self.fields})
+
+
+class Rubric(ABC):
+    """See the module docstring."""
+
+    name: str
+    missing: float | None = None
+    """The score of a case with an unreadable reply; None leaves it out of the mean."""
+    needs_keypoints: bool = False
+    scales: tuple[Field, ...] = ()
+    """The rubric's fixed rating scales, which two judges' kappa compares."""
+
+    @abstractmethod
+    def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
+        """The prompts about ``output``; ``keypoints`` is empty unless ``needs_keypoints``."""
+
+    @abstractmethod
+    def score(self, ratings: Sequence[Ratings], case: Case,
+              keypoints: Sequence[str]) -> float:
+        """The case's score from the ratings of its asks, in the order ``asks`` gave them."""
+
+
+def helmet_answer(output: str, prefix: str = "Answer:") -> str:
+    """HELMET's ``parse_output``: newlines become spaces; the text after the first ``prefix``
+    (a repeated prefix stripped), else the whole text; stripped."""
+    flat = output.replace("\n", " ")
+    found = re.search(f"{re.escape(prefix)}(.*)$", flat, flags=re.IGNORECASE)
+    answer = (found[1] if found else flat).strip()
+    if answer.lower().startswith(prefix.lower()):
+        answer = answer[len(prefix):]
+    return answer.strip()
+
+
+def first_line(output: str) -> str:
+    """100-LongBench's reading of a prediction: its first line after leading newlines."""
+    return output.lstrip("\n").split("\n")[0]
+
+
+FLUENCY = Field("fluency", 0, 1)
+
+
+class HelmetQA(Rubric):
+    name = "helmet_qa"
+    scales = (FLUENCY, Field("correctness", 0, 3))
+
+    def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
+        prompt = prompts.QA.format(question=case.meta["question"], answers=list(case.gold),
+                                   output=helmet_answer(output),
+                                   example='{"fluency": 1, "correctness": 3}')
+        return [Ask("answer", prompt, self.scales)]
+
+    def score(self, ratings: Sequence[Ratings], case: Case,
+              keypoints: Sequence[str]) -> float:
+        (rating,) = ratings
+        return rating["fluency"] * rating["correctness"] / 3
+
+
+class HelmetSummary(Rubric):
+    """``kind`` picks the words that tell the judge what was summarised (legal, book,
+    document)."""
+
+    needs_keypoints = True
+    scales = (FLUENCY,)
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.name = f"helmet_summary_{kind}"
+
+    def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
+        text, subject = output.strip(), prompts.subject(self.kind)
+        listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
+        return [
+            Ask("fluency", prompts.FLUENCY.format(output=text), (FLUENCY,)),
+            Ask("recall", prompts.RECALL.format(subject=subject, keypoints=listed, output=text,
+                                                example='{"recall": 2}'),
+                (Field("recall", 0, len(keypoints)),)),
+            Ask("precision", prompts.PRECISION.format(
+                subject=subject, reference=case.gold[0], output=text,
+                example='{"precision": 2, "sentence_count": 3}'),
+                (Field("precision", 0, None, at_most="sentence_count"),
+                 Field("sentence_count", 0))),
+        ]
+
+    def score(self, ratings: Sequence[Ratings], case: Case,
+              keypoints: Sequence[str]) -> float:
+        fluency, recall, precision = ratings
+        r = recall["recall"] / len(keypoints) if keypoints else 0.0
+        p = (precision["precision"] / precision["sentence_count"]
+             if precision["sentence_count"] else 0.0)
+        return fluency["fluency"] * 2 * r * p / (r + p) if r + p else 0.0
+
+
+class LongBenchQA(Rubric):
+    name = "longbench_qa"
+    missing = 0.0
+    scales = (Field("fluency", 0, 2), Field("correctness", 0, 3))
+
+    def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
+        answer = first_line(output)
+        return [Ask("answer", prompts.QA_GRADED_FLUENCY.format(
+                    question=case.meta["question"], answers=gold, output=answer,
+                    example='{"fluency": 2, "correctness": 3}'), self.scales)
+                for gold in case.gold]
+
+    def score(self, ratings: Sequence[Ratings], case: Case,
+              keypoints: Sequence[str]) -> float:
+        return max(r["fluency"] * r["correctness"] / 6 for r in ratings)
+
+
+class LongBenchSummary(Rubric):
+    name = "longbench_summary"
+    missing = 0.0
+    scales = (FLUENCY,)
+
+    def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
+        text = first_line(output).strip()
+        subject = prompts.subject("document")
+        fluency = Ask("fluency", prompts.FLUENCY.format(output=text), (FLUENCY,))
+        return [fluency, *(
+            Ask("precision", prompts.PRECISION.format(
+                subject=subject, reference=gold, output=text,
+                example='{"precision": 2, "sentence_count": 3}'),
+                (Field("precision", 0, None, at_most="sentence_count"),
+                 Field("sentence_count", 0)))
+            for gold in case.gold)]
+
+    def score(self, ratings: Sequence[Ratings], case: Case,
+              keypoints: Sequence[str]) -> float:
+        fluency, *precisions = ratings
+        return max(fluency["fluency"] * (p["precision"] / p["sentence_count"]
+                                         if p["sentence_count"] else 0.0)
+                   for p in precisions)
+
+
+RUBRICS: dict[str, Rubric] = {rubric.name: rubric for rubric in (
+    HelmetQA(), HelmetSummary("legal"), HelmetSummary("book"), HelmetSummary("document"),
+    LongBenchQA(), LongBenchSummary())}
