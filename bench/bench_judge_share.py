@@ -82,6 +82,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--judge-max-tokens", type=int, default=128)
+    parser.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction,
+                        default=True, help="the judge server batches concurrent requests "
+                                           "(transformers serve --continuous-batching)")
     parser.add_argument("--data", type=Path, default=Path(
         os.environ.get("LCEVAL_DATA", ROOT.parent / "shared" / "data")))
     options = parser.parse_args()
@@ -93,10 +96,12 @@ def main() -> None:
 
     folder = preset_directory("smollm2")
     with tempfile.TemporaryDirectory(prefix="bench-judge-") as scratch:
-        served = Served(folder, Path(scratch))
+        served = Served(folder, Path(scratch), ("--continuous-batching",)
+                        if options.continuous_batching else ())
         started = time.perf_counter()
         served.start()
-        print(f"judge: transformers serve {folder.name} at {served.url}, up in "
+        print(f"judge: transformers serve {folder.name} at {served.url}"
+              f"{' with continuous batching' if options.continuous_batching else ''}, up in "
               f"{time.perf_counter() - started:.1f} s; max {options.judge_max_tokens} tokens a "
               f"reply")
         judge = ["--lceval-judge", f"openai:{folder}", "--lceval-judge-base-url", served.url,

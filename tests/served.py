@@ -26,10 +26,12 @@ ANSWERED = re.compile(r'"POST /v1/(chat/)?completions HTTP/1.1" 200')
 class Served:
     """One `transformers serve` process on a fixed loopback port; restartable, log-watched."""
 
-    def __init__(self, model: Path, folder: Path) -> None:
+    def __init__(self, model: Path, folder: Path, options: tuple[str, ...] = ()) -> None:
+        """``options`` go to `transformers serve` (e.g. --continuous-batching)."""
         pytest.importorskip("fastapi", reason="transformers serve needs fastapi and uvicorn")
         pytest.importorskip("uvicorn", reason="transformers serve needs fastapi and uvicorn")
         self.model = model
+        self.options = options
         self.folder = folder
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -48,8 +50,8 @@ class Served:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "transformers.cli.transformers", "serve", str(self.model),
                  "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
-                 "--log-level", "info"], stdout=out, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True)
+                 "--log-level", "info", *self.options], stdout=out,
+                stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + START_SECONDS
         while not self._healthy():
             if self.process.poll() is not None or time.monotonic() > deadline:

@@ -150,6 +150,23 @@ def test_one_retry_then_unparsed_cases_leave_helmets_mean(tmp_path: Path) -> Non
     assert zero.scores == [0.0] * 4  # 100-LongBench scores an unreadable reply 0
 
 
+def test_a_prefilled_judge_continues_its_json(tmp_path: Path) -> None:
+    """A judge that only continues what it is given: with the reply begun at its first field and
+    ended at the object's close it scores; without, its reply holds no object."""
+    store = Store(tmp_path / "store.sqlite")
+    spec = 'mock:constant?text=1, "correctness": 2'
+
+    def judging(prefill: bool) -> Judge:
+        return Judge(JudgeSpec(spec, "--lceval-judge", prefill=prefill),
+                     lambda s: load_backend(s.spec, LoadOptions()), store)
+
+    plain = judge_outputs(judging(False), ToyQA.rubric, OUTPUTS[:1], CASES[:1])
+    assert plain.unparsed == [True]
+    begun = judge_outputs(judging(True), ToyQA.rubric, OUTPUTS[:1], CASES[:1])
+    assert begun.scores == [pytest.approx(2 / 3)] and begun.ratings[0][0].ratings == {
+        "fluency": 1, "correctness": 2}
+
+
 def test_a_second_judge_gives_kappa_and_the_score_difference(tmp_path: Path) -> None:
     store = Store(tmp_path / "store.sqlite")
     panel = JudgePanel(judge(store, "mock:judge"),

@@ -59,6 +59,10 @@ class JudgeSpec:
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     tokenizer: str | None = None
     """What counts an openai: judge's tokens (--lceval-judge-tokenizer)."""
+    prefill: bool = False
+    """--lceval-judge-prefill: the reply is begun for the judge (the JSON object's first field,
+    the key points' "1."), so a small judge that never reaches the format still gives scores;
+    it skips the reasoning the papers' judges write first."""
 
 
 @dataclass(frozen=True)
@@ -87,24 +91,38 @@ class Judge:
         """The spec and the fingerprint, as results and saved runs record the judge."""
         return f"{self.spec.spec}@{self.model.fingerprint[:16]}"
 
-    def replies(self, prompts: Sequence[str]) -> list[str | None]:
-        """The judge's reply to each prompt; None for one too long for the judge's window."""
+    def replies(self, prompts: Sequence[str], begun: Sequence[str] = (),
+                stop: tuple[str, ...] = ()) -> list[str | None]:
+        """The judge's reply to each prompt, including the text ``begun`` for it (the prefill,
+        one per prompt, or none) and the ``stop`` string it ended at; None for a prompt too long
+        for the judge's window."""
         model = self.model
+        starts = list(begun) or [""] * len(prompts)
         requests: list[GenerateRequest | None] = []
-        for text in prompts:
-            prompt = Prompt(text)
+        for text, start in zip(prompts, starts, strict=True):
+            prompt = Prompt(text, start)
             rendered = model.renderer.render(prompt)
             room = model.context_window - model.renderer.count(rendered)
             budget = min(self.spec.max_new_tokens, room)
             requests.append(None if budget < MIN_REPLY_TOKENS else GenerateRequest(
-                rendered, budget, (), model.renderer.chat_source(prompt)))
+                rendered, budget, stop, model.renderer.chat_source(prompt)))
         asked = [request for request in requests if request is not None]
         answers = iter(model.generate(asked)) if asked else iter(())
-        return [None if request is None else next(answers).text for request in requests]
+        closing = "".join(stop[:1])
+        return [None if request is None else start + next(answers).text + closing
+                for request, start in zip(requests, starts, strict=True)]
+
+    def _ask(self, asks: Sequence[Ask], prompts: Sequence[str]) -> list[str | None]:
+        """Replies to ``prompts`` (the asks' own or their retries), begun for the judge when it
+        is prefilled: up to the first field's value, ended at the object's close."""
+        if not self.spec.prefill:
+            return self.replies(prompts)
+        begun = [f'{{"{ask.fields[0].name}": ' for ask in asks]
+        return self.replies(prompts, begun, ("}",))
 
     def rate(self, asks: Sequence[Ask]) -> list[Rated]:
         """Every ask in one batch; each unreadable reply asked once more with its problem."""
-        replies = self.replies([ask.prompt for ask in asks])
+        replies = self._ask(asks, [ask.prompt for ask in asks])
         rated: list[Rated] = []
         retry: dict[int, str] = {}
         for index, (ask, reply) in enumerate(zip(asks, replies, strict=True)):
@@ -117,7 +135,8 @@ class Judge:
                 rated.append(Rated(None, problem=str(exc)))
                 retry[index] = RETRY.format(prompt=ask.prompt, reply=reply.strip(),
                                             problem=exc, example=ask.example)
-        for index, reply in zip(retry, self.replies(list(retry.values())), strict=True):
+        again = self._ask([asks[i] for i in retry], list(retry.values()))
+        for index, reply in zip(retry, again, strict=True):
             try:
                 if reply is None:
                     raise Unparsed("the retry does not fit the judge's window")
@@ -129,11 +148,12 @@ class Judge:
     def keypoints(self, references: Sequence[str]) -> list[list[str]]:
         """Key points the judge writes for each reference summary (one retry when none)."""
         prompts = [keypoints_module.keypoint_prompt(text) for text in references]
+        begun = ["1. " if self.spec.prefill else ""] * len(prompts)
         points = [keypoints_module.parse_keypoints(reply or "")
-                  for reply in self.replies(prompts)]
+                  for reply in self.replies(prompts, begun)]
         again = [i for i, found in enumerate(points) if not found]
         retries = self.replies([keypoints_module.RETRY.format(prompt=prompts[i], reply="")
-                                for i in again]) if again else []
+                                for i in again], [begun[i] for i in again]) if again else []
         for index, reply in zip(again, retries, strict=True):
             points[index] = keypoints_module.parse_keypoints(reply or "")
         return points

@@ -35,6 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-judge-tokenizer", dest="lceval_judge_tokenizer", default=None,
                     help="openai: judges: HF tokenizer (folder or id) or tiktoken:NAME that "
                          "counts the judge's tokens, as --lceval-tokenizer does for the model")
+    group.addoption("--lceval-judge-prefill", dest="lceval_judge_prefill", action="store_true",
+                    default=False,
+                    help="begin each judge reply with its JSON's first field (a small local "
+                         "judge then gives scores; no reasoning first, unlike HELMET's judge)")
     group.addoption("--lceval-judge-concurrency", dest="lceval_judge_concurrency", default=None,
                     help=f"judge requests in flight per server judge (default "
                          f"{DEFAULT_JUDGE_CONCURRENCY})")
@@ -63,6 +67,7 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
                               "Give a whole number of tokens such as 1024."),
         "tokenizer": get("lceval_judge_tokenizer", str, None,
                          "Give a folder, an HF id or tiktoken:NAME."),
+        "prefill": bool(config.getoption("lceval_judge_prefill")),
     }
     specs = []
     for option, spec, url_option in (("--lceval-judge", settings.judge, "lceval_judge_base_url"),
@@ -128,7 +133,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     first = judges[0]
     where = [f"{j.option}={j.spec}" + (f" at {redact_url(j.base_url)}" if j.base_url else "")
              for j in judges]
-    return [f"lceval: judge {', '.join(where)} (max {first.max_new_tokens} tokens a reply, "
+    begun = "; replies begun with their JSON (--lceval-judge-prefill)" if first.prefill else ""
+    return [f"lceval: judge {', '.join(where)} (max {first.max_new_tokens} tokens a reply{begun}, "
             f"batch {first.batch_size}, concurrency {first.concurrency}; verdicts stored "
             f"under the judge's fingerprint)"]
 

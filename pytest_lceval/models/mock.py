@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl
 from ..records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend
 from .base import Renderer, cut_at_stop
-from .mock_judge import judge_reply
+from .mock_judge import JUDGE_MODES, judge_reply
 from .options import LoadOptions
 
 _PIECE = re.compile(r"\s*\S+|\s+$")
@@ -67,6 +67,9 @@ class MockBackend(BaseBackend):
         if name not in ("grep", "constant", "icl", "judge"):
             raise ValueError(f"unknown mock {name!r}: use mock:grep, mock:constant, mock:icl "
                              f"or mock:judge")
+        if name == "judge" and params.get("mode", "") not in JUDGE_MODES:
+            raise ValueError(f"unknown mock:judge mode {params['mode']!r}: use "
+                             f"{', '.join(m for m in JUDGE_MODES if m)} or none")
         self.name = name
         self.params = params
         tokenizer = WordTokenizer()

@@ -16,6 +16,7 @@ import re
 
 from ..metrics import normalize_answer
 
+JUDGE_MODES = ("", "garbage", "retry", "strict")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]?")
 _SUMMARY = re.compile(r"<start of summary>(.*?)<end of summary>", re.DOTALL)
 
