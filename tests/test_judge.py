@@ -229,6 +229,16 @@ def test_a_judged_suite_records_its_judge_and_a_rerun_asks_it_nothing(
     assert all(row["metrics"]["judge_requests"] == 0 for row in read_results(judged, "two"))
 
 
+def test_two_workers_judge_as_one_process_does(judged: pytest.Pytester) -> None:
+    judged.runpytest("--lceval-judge", "mock:judge?mode=strict", "--lceval-run", "one",
+                     *GRID).assert_outcomes(passed=2)
+    judged.runpytest("--lceval-judge", "mock:judge?mode=strict", "--lceval-run", "two",
+                     "--lceval-store", "other.sqlite", "-n", "2", *GRID).assert_outcomes(passed=2)
+    one, two = read_results(judged, "one"), read_results(judged, "two")
+    assert [(r["nodeid"], r["scores"], r["judge"]) for r in one] == \
+        [(r["nodeid"], r["scores"], r["judge"]) for r in two]
+
+
 def test_unreadable_replies_are_counted_and_a_wholly_unreadable_cell_fails(
         judged: pytest.Pytester) -> None:
     outcome = judged.runpytest("--lceval-judge", "mock:judge?mode=garbage", "--lceval-run",
