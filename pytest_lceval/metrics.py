@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -35,3 +37,25 @@ def string_match_part(output: str, golds: Sequence[str]) -> float:
     """RULER's string_match_part: 1 if any gold is a lower-case substring (for MQ-style tasks)."""
     lowered = output.lower()
     return float(any(gold.lower() in lowered for gold in golds))
+
+
+def helmet_parse_output(output: str, prefix: str) -> str:
+    """HELMET's ``parse_output``: the rest of the line after the first ``prefix`` (any case),
+    else the first line; a repeated prefix removed; stripped."""
+    found = re.search(f"{re.escape(prefix)}(.*)", output, flags=re.IGNORECASE)
+    line = (found[1] if found else output.split("\n", 1)[0]).strip()
+    return re.sub(f"^{re.escape(prefix)}", "", line, flags=re.IGNORECASE).strip()
+
+
+def rouge_f1(kind: str, prediction: str, reference: str, stemmer: bool) -> float:
+    """ROUGE F1 of ``kind`` ("rougeL", "rougeLsum") by the ``rouge-score`` package."""
+    return float(_rouge_scorer(kind, stemmer).score(reference, prediction)[kind].fmeasure)
+
+
+@cache
+def _rouge_scorer(kind: str, stemmer: bool) -> Any:
+    # Imported at the first score: rouge-score imports nltk (1.4 s), which a run that scores no
+    # summary or free answer never needs.
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer([kind], use_stemmer=stemmer)

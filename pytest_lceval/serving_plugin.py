@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -22,9 +21,10 @@ from .models.serving import (
     DEFAULT_TIMEOUT,
     VLLM_EXECUTORS,
     ServingOptions,
+    parse_urls,
     redact_url,
 )
-from .settings import convert, flag, lookup
+from .settings import bounded, flag, lookup, option_value
 from .workers import worker_id
 
 SERVING = pytest.StashKey[ServingOptions]()
@@ -87,24 +87,23 @@ def resolve_serving(config: pytest.Config) -> ServingOptions:
     """The serving options, validated (CLI > env > ini), each bad value a UsageError."""
 
     def get(name: str, parse: Any, default: Any, fix: str, env: str | None = None) -> Any:
-        value, where = lookup(config, name, env)
-        return default if value is None else convert(value, where, flag(name), parse, fix)
+        return option_value(config, name, parse, default, fix, env)
 
     return ServingOptions(
-        base_url=get("lceval_base_url", _urls, None,
+        base_url=get("lceval_base_url", parse_urls, None,
                      "Give an http(s) URL ending in /v1, or several, comma-separated.",
                      env=BASE_URL_ENV),
         api_mode=get("lceval_api_mode", _one_of(API_MODES), None, "Use chat or completions."),
-        concurrency=get("lceval_concurrency", lambda v: _bounded(int, v, 1, MAX_CONCURRENCY),
+        concurrency=get("lceval_concurrency", lambda v: bounded(int, v, 1, MAX_CONCURRENCY),
                         DEFAULT_CONCURRENCY, "Give a whole number >= 1."),
-        timeout=get("lceval_timeout", lambda v: _bounded(float, v, 0.001, MAX_TIMEOUT),
+        timeout=get("lceval_timeout", lambda v: bounded(float, v, 0.001, MAX_TIMEOUT),
                     DEFAULT_TIMEOUT, "Give seconds > 0."),
-        retries=get("lceval_retries", lambda v: _bounded(int, v, 0, MAX_RETRIES),
+        retries=get("lceval_retries", lambda v: bounded(int, v, 0, MAX_RETRIES),
                     DEFAULT_RETRIES, "Give a whole number >= 0."),
         tokenizer=get("lceval_tokenizer", str, None, "Give a folder, an HF id or tiktoken:NAME."),
-        tensor_parallel=get("lceval_tensor_parallel", lambda v: _bounded(int, v, 1), 1,
+        tensor_parallel=get("lceval_tensor_parallel", lambda v: bounded(int, v, 1), 1,
                             "Give a whole number >= 1."),
-        pipeline_parallel=get("lceval_pipeline_parallel", lambda v: _bounded(int, v, 1), 1,
+        pipeline_parallel=get("lceval_pipeline_parallel", lambda v: bounded(int, v, 1), 1,
                               "Give a whole number >= 1."),
         executor=get("lceval_vllm_executor", _one_of(VLLM_EXECUTORS), None,
                      f"Use {' or '.join(VLLM_EXECUTORS)}."),
@@ -189,18 +188,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-def _urls(value: Any) -> str:
-    """One URL or several, comma-separated; each checked, none twice."""
-    urls = [url.strip().rstrip("/") for url in str(value).split(",")]
-    for url in urls:
-        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
-            raise ValueError(f"{redact_url(url)!r} is not an http(s) URL")
-    twice = {url for url in urls if urls.count(url) > 1}
-    if twice:
-        raise ValueError(f"{redact_url(twice.pop())} is listed twice")
-    return ",".join(urls)
-
-
 def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if value not in choices:
@@ -216,10 +203,3 @@ def _fraction(value: Any) -> float:
     return number
 
 
-def _bounded(kind: Any, value: Any, low: float, high: float | None = None) -> Any:
-    number = kind(str(value))
-    if not number >= low:  # also refuses nan
-        raise ValueError(f"must be at least {low:g}")
-    if high is not None and number > high:
-        raise ValueError(f"must be at most {high:g}")
-    return number

@@ -273,15 +273,33 @@ def named_fractions(values: list[str]) -> tuple[float | None, dict[str, float]]:
     return default, per_task
 
 
+def option_value(config: pytest.Config, name: str, parse: Callable[[Any], T], default: T,
+                 fix: str, env: str | None = None) -> T:
+    """Option ``name`` (command line, then ``env``, then ini) parsed, or ``default`` when unset;
+    a bad value is one UsageError line naming its flag, where it came from and ``fix``."""
+    value, where = lookup(config, name, env)
+    if value is None:
+        return default
+    return convert(value, where, flag(name), parse, fix)
+
+
+def bounded(kind: Callable[[str], Any], value: Any, low: float,
+            high: float | None = None) -> Any:
+    """``kind(value)`` within ``low``..``high`` (NaN refused)."""
+    number = kind(str(value))
+    if not number >= low:  # also refuses nan
+        raise ValueError(f"must be at least {low:g}")
+    if high is not None and number > high:
+        raise ValueError(f"must be at most {high:g}")
+    return number
+
+
 def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     """Resolve every setting once; called in pytest_configure on controller and workers."""
 
     def get(name: str, parse: Callable[[Any], T], default: T, fix: str,
             env: str | None = None) -> T:
-        value, where = lookup(config, name, env)
-        if value is None:
-            return default
-        return convert(value, where, flag(name), parse, fix)
+        return option_value(config, name, parse, default, fix, env)
 
     model = get("lceval_model", str, "smollm2", "See --help for model specs.")
     device = get("lceval_device", _device, "auto", "Use auto, cpu, cuda, cuda:N or mps.")

@@ -15,6 +15,7 @@ from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
 from pytest_lceval.grid import Cell
 from pytest_lceval.judge.panel import Judge, JudgedTask, JudgeSpec, judge_outputs
+from pytest_lceval.metrics import helmet_parse_output as parse_output
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.models.registry import LoadOptions, load_backend
@@ -22,7 +23,7 @@ from pytest_lceval.records import Case
 from pytest_lceval.store import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
 from pytest_lceval.tasks.helmet_longqa import OMITTED
-from pytest_lceval.tasks.helmet_summ import parse_output, rouge_lsum_f1
+from pytest_lceval.tasks.helmet_summ import rouge_lsum_f1
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet_summ"
 SUBSTITUTES = FIXTURES / "substitutes"

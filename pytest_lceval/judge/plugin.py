@@ -13,8 +13,8 @@ from ..models.base import Backend
 from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
 from ..models.preflight import check_model
 from ..models.registry import check_spec, make_backend
-from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, redact_url
-from ..settings import SETTINGS, Settings, convert, flag, lookup
+from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
+from ..settings import SETTINGS, Settings, bounded, flag, option_value
 from ..store import Store
 from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
 
@@ -51,19 +51,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(name, f"default {flag(name)}")
 
 
+def _at_least_one(value: Any) -> int:
+    return int(bounded(int, value, 1))
+
+
 def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec, ...]:
     """The judges the settings name, with their knobs; each bad value one UsageError line."""
 
     def get(name: str, parse: Any, default: Any, fix: str) -> Any:
-        value, where = lookup(config, name)
-        return default if value is None else convert(value, where, flag(name), parse, fix)
+        return option_value(config, name, parse, default, fix)
 
     knobs = {
-        "concurrency": get("lceval_judge_concurrency", _whole, DEFAULT_JUDGE_CONCURRENCY,
+        "concurrency": get("lceval_judge_concurrency", _at_least_one, DEFAULT_JUDGE_CONCURRENCY,
                            "Give a whole number >= 1."),
-        "batch_size": get("lceval_judge_batch_size", _whole, DEFAULT_JUDGE_BATCH,
+        "batch_size": get("lceval_judge_batch_size", _at_least_one, DEFAULT_JUDGE_BATCH,
                           "Give a whole number >= 1."),
-        "max_new_tokens": get("lceval_judge_max_tokens", _whole, DEFAULT_MAX_NEW_TOKENS,
+        "max_new_tokens": get("lceval_judge_max_tokens", _at_least_one, DEFAULT_MAX_NEW_TOKENS,
                               "Give a whole number of tokens such as 1024."),
         "tokenizer": get("lceval_judge_tokenizer", str, None,
                          "Give a folder, an HF id or tiktoken:NAME."),
@@ -73,7 +76,8 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
     for option, spec, url_option in (("--lceval-judge", settings.judge, "lceval_judge_base_url"),
                                      ("--lceval-judge2", settings.judge2,
                                       "lceval_judge2_base_url")):
-        url = get(url_option, _url, None, "Give an http(s) URL ending in /v1.")
+        url = get(url_option, parse_urls, None, "Give an http(s) URL ending in /v1, or "
+                  "several, comma-separated.")
         if spec is None:
             if url is not None:
                 raise pytest.UsageError(f"pytest-lceval: {flag(url_option)} is set but "
@@ -88,20 +92,6 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
         raise pytest.UsageError("pytest-lceval: --lceval-judge2 needs --lceval-judge (the "
                                 "second judge is compared with the first)")
     return tuple(specs)
-
-
-def _whole(value: Any) -> int:
-    number = int(str(value))
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
-
-
-def _url(value: Any) -> str:
-    text = str(value).strip()
-    if not text.startswith(("http://", "https://")):
-        raise ValueError("not an http(s) URL")
-    return text
 
 
 @pytest.hookimpl(trylast=True)

@@ -20,11 +20,11 @@ The rubrics:
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..metrics import helmet_parse_output
 from ..records import Case
 from . import prompts
 from .replies import Field
@@ -68,14 +68,9 @@ class Rubric(ABC):
 
 
 def helmet_answer(output: str, prefix: str = "Answer:") -> str:
-    """HELMET's ``parse_output``: newlines become spaces; the text after the first ``prefix``
-    (a repeated prefix stripped), else the whole text; stripped."""
-    flat = output.replace("\n", " ")
-    found = re.search(f"{re.escape(prefix)}(.*)$", flat, flags=re.IGNORECASE)
-    answer = (found[1] if found else flat).strip()
-    if answer.lower().startswith(prefix.lower()):
-        answer = answer[len(prefix):]
-    return answer.strip()
+    """The judge script's ``parse_output`` (``eval_gpt4_longqa.py``): HELMET's, on the output
+    with its newlines made spaces."""
+    return helmet_parse_output(output.replace("\n", " "), prefix)
 
 
 def first_line(output: str) -> str:

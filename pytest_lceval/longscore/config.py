@@ -10,7 +10,7 @@ import pytest
 
 from ..grid import format_length, parse_length
 from ..grid_profile import REDUCED_LONGSCORE_BASE
-from ..settings import convert, lookup
+from ..settings import option_value
 
 DEFAULT_BASE_LENGTHS = "2k,4k,6k"
 DEFAULT_FLOOR = 0.05
@@ -78,9 +78,7 @@ def add_options(parser: pytest.Parser) -> None:
 def resolve(config: pytest.Config, reduced_grid: bool = False) -> LongScoreSettings:
     """``reduced_grid``: the run got the CPU-sized grid, whose base length is shorter."""
     def get(name: str, parse: Any, default: Any, fix: str) -> Any:
-        value, where = lookup(config, name)
-        return default if value is None else convert(value, where, "--" + name.replace(
-            "_", "-"), parse, fix)
+        return option_value(config, name, parse, default, fix)
 
     return LongScoreSettings(
         base_lengths=get("longscore_base_lengths", _base_lengths,

@@ -68,3 +68,15 @@ def redact_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = host + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, "***@" + netloc, parts.path, parts.query, parts.fragment))
+
+
+def parse_urls(value: object) -> str:
+    """One http(s) URL or several, comma-separated (replicas); each checked, none twice."""
+    urls = [url.strip().rstrip("/") for url in str(value).split(",")]
+    for url in urls:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            raise ValueError(f"{redact_url(url)!r} is not an http(s) URL")
+    twice = {url for url in urls if urls.count(url) > 1}
+    if twice:
+        raise ValueError(f"{redact_url(twice.pop())} is listed twice")
+    return ",".join(urls)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,7 +30,7 @@ import numpy as np
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
-from ..metrics import normalize_answer
+from ..metrics import helmet_parse_output, normalize_answer
 from ..records import Case
 from .base import BuildContext, register_all
 from .fitting import Fitted, Frame, fit
@@ -100,14 +99,8 @@ def label_map(classes: int, seed: int) -> list[int]:
 
 
 def parse_label(output: str) -> str:
-    """HELMET's ``parse_output`` with prefix ``label:``: what follows the first ``label:`` up to
-    the line's end (a repeated prefix removed), else the first line; stripped."""
-    found = re.search(f"{re.escape(ANSWER_PREFIX)}(.*)", output, flags=re.IGNORECASE)
-    line = found[1] if found else output.split("\n", 1)[0]
-    line = line.strip()
-    if line.lower().startswith(ANSWER_PREFIX):
-        line = line[len(ANSWER_PREFIX):]
-    return line.strip()
+    """HELMET's ``parse_output`` with prefix ``label:``."""
+    return helmet_parse_output(output, ANSWER_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -62,12 +62,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from rouge_score import rouge_scorer
-
 from ..data import DataError, DataSource
 from ..grid import Cell, case_seed
 from ..judge.rubrics import RUBRICS, Rubric
-from ..metrics import normalize_answer
+from ..metrics import helmet_parse_output, normalize_answer, rouge_f1
 from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext, CellDoesNotFit, register_all
@@ -86,7 +84,6 @@ from .helmet_longqa_data import (
     read_leval_qa,
     read_narrativeqa,
 )
-from .helmet_rag import parse_answer
 from .packing import Packer, depth_of
 
 SUITE = "longqa"
@@ -99,11 +96,6 @@ OMITTED = " ... [the rest of the text is omitted]"
 SEPARATOR = "\n\n"
 """Between the substitute's plot summaries."""
 ANSWER = "Answer:"
-
-_ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-"""HELMET's ROUGE-L (``calculate_metrics``: rouge-score with the Porter stemmer, no other
-normalisation)."""
-
 
 @dataclass(frozen=True)
 class Style:
@@ -157,14 +149,14 @@ def frame(style: Style, demos: Sequence[Question], question: Question,
 
 def readings(output: str) -> list[str]:
     """What HELMET scores, keeping the better: the output and its parsed answer."""
-    parsed = parse_answer(output)
-    return [output] if parsed is None else [output, parsed]
+    return [output, helmet_parse_output(output, ANSWER)]
 
 
 def rouge_l_f1(output: str, answers: Sequence[str]) -> float:
-    """HELMET's ``rougeL_f1``: the best F1 over the answers, of the output or of its parsed
-    answer (``default_post_process`` keeps the better)."""
-    return max(_ROUGE.score(target=answer, prediction=prediction)["rougeL"].fmeasure
+    """HELMET's ``rougeL_f1`` (``calculate_metrics``: rouge-score with the Porter stemmer, no
+    other normalisation): the best F1 over the answers, of the output or of its parsed answer
+    (``default_post_process`` keeps the better)."""
+    return max(rouge_f1("rougeL", prediction, answer, stemmer=True)
                for prediction in readings(output) for answer in answers)
 
 

@@ -59,7 +59,7 @@ from ..data import DataError, DataSource, read_jsonl
 from ..grid import Cell, case_seed
 from ..helmet.nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
 from ..helmet.passages import Doc, pack, place, position_depth, render_docs
-from ..metrics import normalize_answer, substring_exact_match
+from ..metrics import helmet_parse_output, normalize_answer, substring_exact_match
 from ..records import Case, Prompt
 from .base import BuildContext, register_all
 from .recall_common import answer_separator
@@ -83,8 +83,6 @@ DEMO_POOL = 200
 MOVED = 2
 """A passage whose position moves by more than this between a question's rows is a gold one
 (two golds at most, so a distractor moves by at most two)."""
-_ANSWER_LINE = re.compile(rf"(?:{ANSWER})(.*)(?:\n|$)", flags=re.IGNORECASE)
-_FIRST_LINE = re.compile(r"(?:^)(.*)(?:\n|$)")
 
 
 @dataclass(frozen=True)
@@ -111,22 +109,15 @@ class Demo:
         return f"{render_docs(self.docs)}\n\nQuestion: {self.question}\nAnswer: {self.answer}"
 
 
-def parse_answer(output: str) -> str | None:
-    """HELMET's ``parse_output``: the text after ``Answer:`` up to the line end, else the first
-    line, stripped of a repeated ``Answer:``."""
-    for pattern in (_ANSWER_LINE, _FIRST_LINE):
-        match = pattern.search(output)
-        if match is not None:
-            text = match[1].strip()
-            return re.sub(f"^{re.escape(ANSWER)}", "", text, flags=re.IGNORECASE).strip()
-    return None
+def parse_answer(output: str) -> str:
+    """HELMET's ``parse_output`` with prefix ``Answer:``."""
+    return helmet_parse_output(output, ANSWER)
 
 
 def sub_em(output: str, answers: Sequence[str]) -> float:
     """HELMET's RAG score: SubEM of the output, or of its parsed answer when that is better."""
-    parsed = parse_answer(output)
     return max(substring_exact_match(output, answers),
-               substring_exact_match(parsed, answers) if parsed is not None else 0.0)
+               substring_exact_match(parse_answer(output), answers))
 
 
 def contains_answer(text: str, answers: Sequence[str]) -> bool:

@@ -55,15 +55,13 @@ its parsed first line, as HELMET's ``post_process`` takes the max.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-
-from rouge_score import rouge_scorer
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..judge.rubrics import RUBRICS, Rubric
+from ..metrics import helmet_parse_output, rouge_f1
 from ..models.base import Renderer
 from ..records import Case
 from .base import BuildContext, register_all
@@ -90,9 +88,6 @@ MIN_DOCUMENT_TOKENS = 256
 """The least of the document a cell must show: below about a page there is nothing to
 summarise, and the cell would measure the demonstrations instead."""
 RULE_METRIC = "rougeLsum_f1"
-_ROUGE = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
-"""HELMET's ROUGE for summaries (``calculate_metrics``): ROUGE-Lsum F1 by rouge-score with the
-Porter stemmer; a text without newlines is one sentence, as HELMET passes it."""
 
 
 @dataclass(frozen=True)
@@ -167,19 +162,12 @@ def spread(items: Sequence[Item], seed: int) -> list[Item]:
     return [group[r] for r in range(rounds) for group in groups if r < len(group)]
 
 
-def parse_output(output: str, prefix: str) -> str:
-    """HELMET's ``parse_output``: the rest of the line after the first ``prefix``, else the first
-    line; a repeated prefix removed; stripped."""
-    found = re.search(f"{re.escape(prefix)}(.*)", output, flags=re.IGNORECASE)
-    line = (found[1] if found else output.split("\n", 1)[0]).strip()
-    return re.sub(f"^{re.escape(prefix)}", "", line, flags=re.IGNORECASE).strip()
-
-
 def rouge_lsum_f1(output: str, reference: str, prefix: str) -> float:
-    """HELMET's summary ROUGE: ROUGE-Lsum F1 against ``reference``, the better of the whole output
-    and its parsed line."""
-    return max(_ROUGE.score(target=reference, prediction=text)["rougeLsum"].fmeasure
-               for text in (output, parse_output(output, prefix)))
+    """HELMET's summary ROUGE (``calculate_metrics``): ROUGE-Lsum F1 by rouge-score with the
+    Porter stemmer (a text without newlines is one sentence, as HELMET passes it) against
+    ``reference``, the better of the whole output and its parsed line."""
+    return max(rouge_f1("rougeLsum", text, reference, stemmer=True)
+               for text in (output, helmet_parse_output(output, prefix)))
 
 
 def answer_prefix(renderer: Renderer) -> str:

@@ -13,11 +13,8 @@ import random
 import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import cache
 
-from rouge_score import rouge_scorer
-
-from ..metrics import normalize_answer
+from ..metrics import normalize_answer, rouge_f1
 
 _NUMBER = re.compile(r"\d+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -134,12 +131,7 @@ def rouge_l_f1(output: str, golds: Sequence[str]) -> float:
     said = first_line(output)
     if not said.strip():
         return 0.0
-    return max(_rouge().score(gold, said)["rougeL"].fmeasure for gold in golds)
-
-
-@cache
-def _rouge() -> rouge_scorer.RougeScorer:
-    return rouge_scorer.RougeScorer(["rougeL"])
+    return max(rouge_f1("rougeL", said, gold, stemmer=False) for gold in golds)
 
 
 def first_number(output: str) -> int | None:
