@@ -12,6 +12,7 @@ import pytest
 from .criteria import Criterion, assess, needs_of
 from .evaluation import Evaluator
 from .grid import Cell, format_length
+from .lookahead import Lookahead
 from .results import CellResult, append_result
 from .suite import CellRefused, CellSkipped, Suite
 
@@ -23,10 +24,11 @@ another cell, process or run measured them first)."""
 class CellRun:
     """The per-test face of the evaluator: ``lc_eval.check(lc_eval.run(lc_cell))``."""
 
-    def __init__(self, evaluator: Evaluator, suites: Mapping[str, Suite],
-                 criteria: Mapping[str, Criterion], nodeid: str,
+    def __init__(self, evaluator: Evaluator, lookahead: Lookahead,
+                 suites: Mapping[str, Suite], criteria: Mapping[str, Criterion], nodeid: str,
                  record_property: Callable[[str, object], None]) -> None:
         self.evaluator = evaluator
+        self.lookahead = lookahead
         self.suites = suites
         self.criteria = criteria
         self.nodeid = nodeid
@@ -35,22 +37,22 @@ class CellRun:
         """This test's cells, for per-test report extras (html.py)."""
 
     def run(self, cell: Cell) -> CellResult:
-        """Measure the cell with its suite, then judge it with the suite's criteria."""
+        """Measure the cell with its suite (with the cells after it, see lookahead), then
+        judge it with the suite's criteria."""
         suite = self.suites[cell.suite]
         evaluator = self.evaluator
-        result = evaluator.new_result(self.nodeid, cell, suite.source(evaluator))
-        try:
-            suite.measure(cell, result, evaluator)
-        except CellSkipped as exc:
-            result.outcome, result.reason = "skipped", str(exc)
-        except CellRefused as exc:
-            result.outcome, result.reason = "failed", str(exc)
+        measured = self.lookahead.measure(self.nodeid, cell)
+        result = measured.result
+        if isinstance(measured.problem, CellSkipped):
+            result.outcome, result.reason = "skipped", str(measured.problem)
+        elif isinstance(measured.problem, CellRefused):
+            result.outcome, result.reason = "failed", str(measured.problem)
         else:
             needs = needs_of(result, suite.policy, self.criteria)
-            before = evaluator.model.calls.requests
+            before = evaluator.model.calls.here
             evidence = evaluator.measure_needs(needs)
             if needs:
-                result.metrics[NEEDS_REQUESTS] = evaluator.model.calls.requests - before
+                result.metrics[NEEDS_REQUESTS] = evaluator.model.calls.here - before
             assess(result, suite.policy, self.criteria, evidence, evaluator.config)
         self.results.append(result)
         self._record(result)

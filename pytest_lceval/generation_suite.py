@@ -55,6 +55,8 @@ class GenerationSuite(Suite):
     """A suite whose cells are its registered generation tasks (``tasks.base.register``) over
     the run's lengths and, for tasks with a key position, its depths."""
 
+    measures_ahead = True
+
     def __init__(self, name: str, description: str = "",
                  policy: VerdictPolicy = LENGTH_SWEEP) -> None:
         self.name = name
@@ -117,7 +119,7 @@ class GenerationSuite(Suite):
             _count_for_model(result, cases, evaluator)
         result.source = cases[0].meta.get("source", result.source) if cases else result.source
 
-        before = model.calls.requests
+        before = model.calls.here
         started = time.perf_counter()
         known = exclude_known(evaluator, task, cases)
         result.metrics.update(known.metrics)
@@ -133,7 +135,7 @@ class GenerationSuite(Suite):
         finally:
             progress.close()
         result.seconds_model = time.perf_counter() - started
-        result.model_requests = model.calls.requests - before
+        result.model_requests = model.calls.here - before
 
         started = time.perf_counter()
         outputs = [g.text for g in generations]

@@ -17,6 +17,8 @@ from .criteria import criteria_of
 from .data import DataError
 from .evaluation import Evaluator
 from .grid import Cell, format_depth, format_length
+from .lookahead import Lookahead, selected_cells
+from .model_usage import read_usage, write_usage
 from .models.base import Backend
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.serving import ServingOptions
@@ -193,19 +195,34 @@ def lc_model(lc_backend: Backend, lc_store: Store, lc_settings: Settings) -> Sto
 
 @pytest.fixture(scope="session")
 def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
-                 lc_model: StoredModel) -> Evaluator:
+                 lc_model: StoredModel) -> Iterator[Evaluator]:
+    """The session's evaluator; at its end, what reached the models from this process."""
     from .judge.plugin import judge_panel  # a feature plugin, as selection above
 
-    return Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
-                     pytestconfig.stash[RUN_DIR], judge_panel(pytestconfig, lc_model.store))
+    run_dir = pytestconfig.stash[RUN_DIR]
+    evaluator = Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
+                          run_dir, judge_panel(pytestconfig, lc_model.store))
+    yield evaluator
+    write_usage(run_dir, "model", lc_model.calls)
+    for role, calls in (evaluator.judges.used() if evaluator.judges else {}).items():
+        write_usage(run_dir, role, calls)
+
+
+@pytest.fixture(scope="session")
+def lc_lookahead(lc_evaluator: Evaluator, request: pytest.FixtureRequest) -> Lookahead:
+    """Measures the selected cells a window at a time (--lceval-lookahead), so the backend
+    answers many cells' requests per call."""
+    return Lookahead(lc_evaluator, suites_of(request.config), selected_cells(request.session),
+                     lc_evaluator.settings.lookahead)
 
 
 @pytest.fixture
-def lc_eval(lc_evaluator: Evaluator, request: pytest.FixtureRequest,
+def lc_eval(lc_evaluator: Evaluator, lc_lookahead: Lookahead, request: pytest.FixtureRequest,
             record_property: Any) -> CellRun:
     """Measure and judge cells of any suite: ``lc_eval.check(lc_eval.run(lc_cell))``."""
     config = request.config
-    return CellRun(lc_evaluator, suites_of(config), criteria_of(config), request.node.nodeid,
+    return CellRun(lc_evaluator, lc_lookahead, suites_of(config), criteria_of(config),
+                   request.node.nodeid,
                    record_property)
 
 
@@ -232,7 +249,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if latest.is_symlink():
             latest.unlink()
         os.symlink(run_dir.name, latest)
-    _write_lines(config, [f"lceval: {len(results)} cells, results and reports in {run_dir}"])
+    _write_lines(config, [*(usage.line(role) for role, usage in read_usage(run_dir).items()),
+                          f"lceval: {len(results)} cells, results and reports in {run_dir}"])
 
 
 def _suite_verdicts(session: pytest.Session, results: list[CellResult]

@@ -42,6 +42,9 @@ MAX_SAMPLES = 10_000
 """Most cases per cell (RULER uses 500, HELMET 100); more only multiplies the run time."""
 MAX_BATCH_SIZE = 4096
 """Most requests per backend call."""
+MAX_LOOKAHEAD = 1_000_000
+LOOKAHEAD_BATCHES = 4
+"""--lceval-lookahead auto: this many backend calls' worth of cases."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 _RUN_NAME = re.compile(r"[A-Za-z0-9_.+=@-]+")
 
@@ -73,6 +76,9 @@ class Settings:
     dtype: str = "auto"
     device: str = "auto"
     batch_size: int = 8
+    lookahead: int = 32
+    """Cases measured together with the running cell's, from the cells selected after it, so
+    that the engine gets batches of many cells (0: each cell alone)."""
     threshold_explicit: bool = False
     """Whether the global ``threshold`` was given by the user (option or ini), not defaulted."""
     prior_knowledge_threshold: float = DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD
@@ -152,6 +158,11 @@ def add_options(parser: pytest.Parser) -> None:
                     help="device for local backends: auto, cpu, cuda, cuda:N")
     group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
                     help="requests per backend call (default 8)")
+    group.addoption("--lceval-lookahead", dest="lceval_lookahead", default=None,
+                    help="cases measured together, from the running cell and the selected cells "
+                         "after it, so one backend call holds many cells' requests: a number, "
+                         "0 for one cell at a time, or auto (4 x --lceval-batch-size, the "
+                         "default)")
     group.addoption("--prior-knowledge-threshold", dest="lceval_prior_knowledge_threshold",
                     default=None,
                     help="exclude QA cases whose no-context answer scores at least this, 0..1 "
@@ -178,6 +189,7 @@ _INI_KEYS = [
     ("lceval_threshold", "default thresholds, one per line: 0.5 or task=0.3", "linelist"),
     ("lceval_tasks", "default --lceval-tasks", "string"),
     ("lceval_batch_size", "default --lceval-batch-size", "string"),
+    ("lceval_lookahead", "default --lceval-lookahead", "string"),
     ("lceval_prior_knowledge_threshold", "default --prior-knowledge-threshold", "string"),
     ("lceval_ref_tokenizer", "default --lceval-ref-tokenizer", "string"),
     ("lceval_judge", "default --lceval-judge", "string"),
@@ -222,6 +234,16 @@ def convert(value: Any, where: str, option: str, parse: Callable[[Any], T], fix:
         raise pytest.UsageError(
             f"pytest-lceval: bad value {shown!r} for {option} (from {where}): {exc}. {fix}"
         ) from None
+
+
+def _lookahead(text: Any) -> int | None:
+    """None for auto (resolved against the batch size), else a whole number of cases."""
+    if str(text).strip().lower() == "auto":
+        return None
+    number = int(str(text))
+    if not 0 <= number <= MAX_LOOKAHEAD:
+        raise ValueError(f"must be between 0 and {MAX_LOOKAHEAD:,}")
+    return number
 
 
 def _positive_int(text: Any, most: int | None = None) -> int:
@@ -326,6 +348,10 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     out_root = get("lceval_out", lambda v: Path(str(v)), rootdir / "reports", "Give a folder path.")
     store = get("lceval_store", lambda v: Path(str(v)), rootdir / ".lceval" / "store.sqlite",
                 "Give a file path.")
+    batch_size = get("lceval_batch_size", lambda v: _positive_int(v, MAX_BATCH_SIZE), 8,
+                     "Give e.g. --lceval-batch-size 4.")
+    lookahead = get("lceval_lookahead", _lookahead, None,
+                    "Give a number of cases such as --lceval-lookahead 256, 0 or auto.")
     return Settings(
         model=model,
         lengths=tuple(sorted(set(lengths))),
@@ -347,8 +373,8 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         dtype=get("lceval_dtype", _dtype_choice, "auto",
                   "Use auto, float32, bfloat16 or float16."),
         device=device,
-        batch_size=get("lceval_batch_size", lambda v: _positive_int(v, MAX_BATCH_SIZE), 8,
-                       "Give e.g. --lceval-batch-size 4."),
+        batch_size=batch_size,
+        lookahead=batch_size * LOOKAHEAD_BATCHES if lookahead is None else lookahead,
         threshold_explicit=default_threshold is not None,
         prior_knowledge_threshold=get(
             "lceval_prior_knowledge_threshold", _unit_score, DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD,

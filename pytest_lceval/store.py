@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -36,6 +38,13 @@ CREATE TABLE IF NOT EXISTS answers (
     created REAL NOT NULL,
     PRIMARY KEY (fingerprint, request)
 );
+CREATE TABLE IF NOT EXISTS claims (
+    fingerprint TEXT NOT NULL,
+    request TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (fingerprint, request)
+);
 CREATE TABLE IF NOT EXISTS shared (
     key TEXT PRIMARY KEY,
     payload TEXT NOT NULL,
@@ -55,6 +64,47 @@ INSERT INTO shared VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE
 SET payload = excluded.payload, checksum = excluded.checksum, created = excluded.created
 WHERE excluded.created > shared.created
 """
+
+
+CLAIM_SECONDS = 600.0
+"""How long a claim on requests lasts unless its owner renews it (after each batch it answers).
+A claim of a process on this host that has exited is void at once; expiry frees the claims of
+a process on another host that died."""
+
+
+def process_owner() -> str:
+    """This process as the owner of claims: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    """Whether a claim's owner may still be working: False for an exited process on this host
+    (a killed xdist worker), True for any process elsewhere (its claim's expiry decides)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+_waits = threading.local()
+
+
+@contextmanager
+def without_waiting() -> Iterator[None]:
+    """In this thread, ``compute_once`` raises ``filelock.Timeout`` instead of waiting for a
+    value another holder of its lock is computing: a thread that runs while others are paused
+    (lookahead's) must never block on one of them."""
+    _waits.refuse = True
+    try:
+        yield
+    finally:
+        _waits.refuse = False
 
 
 class StoreCorruptionWarning(UserWarning):
@@ -176,6 +226,56 @@ class Store:
             rows.append((fingerprint, key, payload, _checksum(payload), time.time()))
         with self._transaction() as db:
             db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)", rows)
+            db.executemany("DELETE FROM claims WHERE fingerprint = ? AND request = ?",
+                           [(row[0], row[1]) for row in rows])
+
+    # -- claims: which process answers a missing request ----------------------------------
+
+    @_names_the_file
+    def claim(self, fingerprint: str, keys: Iterable[str], owner: str,
+              seconds: float = CLAIM_SECONDS) -> tuple[list[str], list[str]]:
+        """Claim the keys that have no answer and no live claim of another owner, atomically:
+        (claimed by ``owner`` now or before, held by others). Answered keys are in neither."""
+        wanted = list(dict.fromkeys(keys))
+        now = time.time()
+        mine: list[str] = []
+        theirs: list[str] = []
+        with self._transaction() as db:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                answered = {row[0] for row in db.execute(
+                    f"SELECT request FROM answers WHERE fingerprint = ? AND request IN ({marks})",
+                    [fingerprint, *chunk])}
+                held = {request: (holder, expires) for request, holder, expires in db.execute(
+                    f"SELECT request, owner, expires FROM claims "
+                    f"WHERE fingerprint = ? AND request IN ({marks})", [fingerprint, *chunk])}
+                alive: dict[str, bool] = {}
+                for key in chunk:
+                    if key in answered:
+                        continue
+                    holder, expires = held.get(key, (owner, 0.0))
+                    if holder != owner and expires > now and alive.setdefault(
+                            holder, _owner_alive(holder)):
+                        theirs.append(key)
+                    else:
+                        mine.append(key)
+            db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?)",
+                           [(fingerprint, key, owner, now + seconds) for key in mine])
+        return mine, theirs
+
+    @_names_the_file
+    def renew_claims(self, owner: str, seconds: float = CLAIM_SECONDS) -> None:
+        with self._transaction() as db:
+            db.execute("UPDATE claims SET expires = ? WHERE owner = ?",
+                       (time.time() + seconds, owner))
+
+    @_names_the_file
+    def release_claims(self, fingerprint: str, keys: Iterable[str], owner: str) -> None:
+        """Give up claims (the owner failed to answer them): others may answer them now."""
+        with self._transaction() as db:
+            db.executemany("DELETE FROM claims WHERE fingerprint = ? AND request = ? "
+                           "AND owner = ?", [(fingerprint, key, owner) for key in keys])
 
     @_names_the_file
     def count_answers(self, fingerprint: str | None = None) -> int:
@@ -220,6 +320,8 @@ class Store:
         stored = self.get_shared(key)
         if stored is not None:
             return decode(stored)
+        if getattr(_waits, "refuse", False):
+            timeout = 0
         with FileLock(str(lock_path(self.path, hashlib.sha256(key.encode()).hexdigest()[:24])),
                       timeout=timeout):
             stored = self.get_shared(key)

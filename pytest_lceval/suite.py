@@ -45,6 +45,11 @@ class Suite(ABC):
     """The name the marker uses; also the category marker of its cells."""
     description: str = ""
     policy: VerdictPolicy = VerdictPolicy(("threshold", "baseline"))
+    measures_ahead: bool = False
+    """Whether ``measure`` may run for the cells after the running one, together with it, so
+    that their requests share the engine's batches (``lookahead``). It may when measuring
+    touches nothing but the evaluator, the cell and its result, and waits for nothing but
+    the models."""
 
     @abstractmethod
     def grid(self, settings: Settings) -> list[Cell]:

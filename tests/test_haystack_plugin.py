@@ -18,6 +18,7 @@ from test_report import html_tests
 
 from pytest_lceval.haystack.config import OFFLINE_PACK
 from pytest_lceval.haystack.verdict import paired_verdict
+from pytest_lceval.model_usage import read_usage
 from pytest_lceval.store import Store
 
 SUITE = (Path(__file__).parent.parent / "suites" / "test_task_haystack.py").read_text()
@@ -171,7 +172,7 @@ def test_two_workers_compute_each_shared_prefix_once(suite: pytest.Pytester) -> 
                                r["metrics"]["verdict"]) for r in two]
     # Every answer reached the model exactly once, whichever worker asked first.
     store = Store(suite.path / "xdist.sqlite")
-    assert sum(r["model_requests"] for r in two) == store.count_answers()
+    assert read_usage(run_dir(suite, "xdist"))["model"].requests == store.count_answers()
     rerun = suite.runpytest(*args, "--lceval-run", "again",
                             "--lceval-store", str(suite.path / "xdist.sqlite"))
     rerun.assert_outcomes(passed=8)

@@ -18,6 +18,7 @@ from pytest_lceval.longscore.base import ALL_CASES, N_THIRD, BaseAbility, length
 from pytest_lceval.longscore.config import LongScoreSettings
 from pytest_lceval.longscore.criterion import UNDEFINED
 from pytest_lceval.longscore.summary import overall, task_rows
+from pytest_lceval.model_usage import read_usage
 from pytest_lceval.results import CellResult, Judgement
 from pytest_lceval.settings import Settings
 from pytest_lceval.stats import longscore, longscore_ci, stratified_mean
@@ -175,13 +176,19 @@ def test_base_is_computed_once_across_two_workers(suite: pytest.Pytester) -> Non
     assert {row["metrics"]["longscore_base_n"] for row in rows} == {6}
     assert {row["metrics"]["longscore_base"] for row in rows} == {1.0}
     store = Store(suite.path / ".lceval" / "store.sqlite")
-    asked = sum(row["model_requests"] for row in rows) + base_requests
-    assert store.count_answers() == asked
+    assert store.count_answers() == read_usage(suite.path / "reports" / "x")["model"].requests
     store.close()
 
 
 def test_base_cells_of_the_run_are_reused(suite: pytest.Pytester) -> None:
-    outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lceval-run", "r")
+    """One cell at a time (no lookahead), so that the base is measured mid-run; with the
+    default lookahead the base cells are measured with the first cells and the base finds
+    every answer stored."""
+    outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lceval-run", "ahead")
+    outcome.assert_outcomes(passed=12)
+    assert {r["metrics"]["needs_model_requests"] for r in read_results(suite, "ahead")} == {0}
+    outcome = suite.runpytest("--model", "mock:grep", *GRID, "--lceval-run", "r",
+                              "--lceval-lookahead=0", "--lceval-store=alone.sqlite")
     outcome.assert_outcomes(passed=12)
     rows = read_results(suite, "r")
     base_rows = [r for r in rows if r["metrics"]["longscore_role"] == "base"]
@@ -196,7 +203,7 @@ def test_base_cells_of_the_run_are_reused(suite: pytest.Pytester) -> None:
     assert {r["metrics"]["longscore_base_rules"] for r in rows} == \
         {f"1k:{ALL_CASES},2k:{ALL_CASES}"}
     assert all(r["metrics"]["longscore_n"] == r["n"] == 3 for r in rows)
-    store = Store(suite.path / ".lceval" / "store.sqlite")
+    store = Store(suite.path / "alone.sqlite")
     assert store.count_answers() == sum(r["model_requests"] for r in rows) + base_requests
     store.close()
     long_rows = [r for r in rows if r["metrics"]["longscore_role"] == "long"]

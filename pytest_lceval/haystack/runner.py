@@ -14,15 +14,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import filelock
-
 from ..evaluation import Evaluator
 from ..grid import case_seed
 from ..models.hf_text import suffix_ids
 from ..models.stored import StoredModel
 from ..models.topk_rank import NO_PREDICTION
 from ..progress import CellProgress
-from ..records import Ranking, RankRequest, stable_hash
+from ..records import RankRequest
 from ..results import CellResult, clip_sample
 from ..stats import mean_ci
 from ..store import Store
@@ -94,14 +92,14 @@ class HaystackMeasure:
         result.seconds_build = time.perf_counter() - started
         seam_exact = all(self._seam_exact(context, plan.task, plan.rows[0])
                          for pair in contexts.values() for context in pair)
-        before, started = self.model.calls.requests, time.perf_counter()
+        before, started = self.model.calls.here, time.perf_counter()
         try:
             measured = self._measure(plan, contexts, result.nodeid)
         except ValueError as exc:  # the backend refuses (e.g. colliding first tokens)
             raise CellRefused(f"{plan.task.name}: the backend refused the rank requests: "
                               f"{exc}") from None
         result.seconds_model = time.perf_counter() - started
-        result.model_requests = self.model.calls.requests - before
+        result.model_requests = self.model.calls.here - before
         self._record(result, plan, measured, seam_exact)
 
     # -- building ---------------------------------------------------------------------------
@@ -166,37 +164,27 @@ class HaystackMeasure:
 
     def _measure(self, plan: CellPlan, contexts: dict[int, tuple[Context, Context]],
                  nodeid: str) -> _Conditions:
-        """Both conditions on every resample. A resample whose shared work another worker is
-        computing right now is put off until the others are done, then waited for."""
+        """Both conditions on every resample. The store's claims keep two processes from
+        ranking one stream's queries twice: the second waits for the first's answers."""
         measured = _Conditions({}, {}, {})
         progress = CellProgress(f"[{worker_label()}] {nodeid}")
         try:
-            busy = [r for r in plan.resamples
-                    if not self._measure_resample(plan, r, contexts[r], measured, progress,
-                                                  wait=False)]
-            for resample in busy:
-                self._measure_resample(plan, resample, contexts[resample], measured, progress,
-                                       wait=True)
+            for resample in plan.resamples:
+                self._measure_resample(plan, resample, contexts[resample], measured, progress)
         finally:
             progress.close()
         return measured
 
     def _measure_resample(self, plan: CellPlan, resample: int, pair: tuple[Context, Context],
-                          measured: _Conditions, progress: CellProgress, wait: bool) -> bool:
-        """Fill ``measured`` for one resample; False (nothing done) when ``wait`` is False and
-        another process holds the work."""
+                          measured: _Conditions, progress: CellProgress) -> None:
         single, life = pair
-        baseline = self._rank_once(single.requests(plan.task, plan.rows), progress, wait)
+        baseline = self.model.rank(single.requests(plan.task, plan.rows), progress)
         own = life.requests(plan.task, plan.rows)
         group = self._stream_group(plan, resample, life) or own
-        rankings = self._rank_once(group, progress, wait) if baseline is not None else None
-        if baseline is None or rankings is None:
-            return False
-        answers = dict(zip(group, rankings, strict=True))
+        answers = dict(zip(group, self.model.rank(group, progress), strict=True))
         measured.single[resample] = score(plan.task, plan.rows, baseline)
         measured.lifelong[resample] = score(plan.task, plan.rows, [answers[r] for r in own])
         measured.requests[resample] = own
-        return True
 
     def _stream_group(self, plan: CellPlan, resample: int,
                       life: Context) -> list[RankRequest] | None:
@@ -211,26 +199,6 @@ class HaystackMeasure:
             if self._longest(shared, task, rows) + 1 <= self.model.context_window:
                 group.extend(shared.requests(task, rows))
         return group
-
-    def _rank_once(self, requests: Sequence[RankRequest], progress: CellProgress,
-                   wait: bool = True) -> list[Ranking] | None:
-        """Rank ``requests`` once across every process: under a store lock the first process
-        computes and stores the answers; the others then read them from the store. None when
-        ``wait`` is False and another process is computing them."""
-        key = "haystack-rank:" + stable_hash(
-            {"model": self.model.fingerprint, "requests": [r.key() for r in requests]})
-        ranked: list[Ranking] = []
-
-        def rank() -> int:
-            ranked.extend(self.model.rank(requests, progress))
-            return len(ranked)  # the shared value only marks the work done
-
-        try:
-            self.store.compute_once(key, rank, timeout=-1 if wait else 0)
-        except filelock.Timeout:
-            return None
-        # Computed here, or by another process: then every answer is in the store.
-        return ranked if len(ranked) == len(requests) else self.model.rank(requests)
 
     # -- recording --------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ CRITERION = "task_haystack"
 
 class HaystackSuite(Suite):
     name = SUITE
+    measures_ahead = True
     description = ("Task Haystack cells (Lifelong ICL against Single-task ICL, paired t-test), "
                    "task x length setting x permutation x setting")
     policy = VerdictPolicy((CRITERION, "baseline"))

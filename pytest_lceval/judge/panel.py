@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..models.base import Backend
-from ..models.stored import StoredModel
+from ..models.stored import CallCounter, StoredModel
 from ..records import Case, GenerateRequest, Prompt
 from ..store import Store
 from . import keypoints as keypoints_module
@@ -176,7 +176,7 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
                   cases: Sequence[Case]) -> Judged:
     """Rate a cell's outputs by ``rubric`` (key points first where it needs them)."""
     model = judge.model
-    before, started = model.calls.requests, time.perf_counter()
+    before, started = model.calls.here, time.perf_counter()
     points: list[list[str]] = (
         [list(case.meta["keypoints"]) if case.meta.get("keypoints") else [] for case in cases])
     if rubric.needs_keypoints:
@@ -200,7 +200,7 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
         scores.append(rubric.score([r.ratings for r in rated if r.ratings is not None], case,
                                    found) if readable else rubric.missing)
     return Judged(scores, unparsed, ratings, sum(r.retried for r in flat),
-                  model.calls.requests - before, time.perf_counter() - started)
+                  model.calls.here - before, time.perf_counter() - started)
 
 
 @dataclass
@@ -219,6 +219,12 @@ class JudgePanel:
     def __init__(self, first: Judge, second: Judge | None = None) -> None:
         self.first = first
         self.second = second
+
+    def used(self) -> dict[str, CallCounter]:
+        """The work of each judge that was loaded (a run that judged nothing loads none)."""
+        judges = {"judge": self.first, "judge2": self.second}
+        return {role: judge.model.calls for role, judge in judges.items()
+                if judge is not None and "model" in vars(judge)}  # cached_property set
 
     def score(self, task: JudgedTask, outputs: Sequence[str], cases: Sequence[Case],
               agreement: bool = True) -> Scored:

@@ -184,7 +184,7 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
              left_out: dict[str, str], rules: dict[str, str]) -> BaseAbility:
     """Answer (through the store, all strata in one batch) and score the base cases, after the
     prior-knowledge filter."""
-    model, before = evaluator.model, evaluator.model.calls.requests
+    model, before = evaluator.model, evaluator.model.calls.here
     flat = [(stratum, case) for stratum, group in cases.items() for case in group]
     known = exclude_known(evaluator, task, [case for _, case in flat])
     kept_ids = {id(case) for case in known.kept}
@@ -204,7 +204,7 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
                                     f"(no-context score >= {known.threshold:g})"
                            for stratum in cases if stratum not in strata}}
     return BaseAbility(length_weighted_mean(strata), strata, left,
-                       model.calls.requests - before, rules)
+                       model.calls.here - before, rules)
 
 
 def length_weighted_mean(strata: dict[str, list[float]]) -> float:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from ..records import GenerateRequest, Generation, Ranking, RankRequest
-from ..store import Store
+from ..store import Store, process_owner
 from .base import Backend
 
 R = TypeVar("R", GenerateRequest, RankRequest)
@@ -16,6 +18,10 @@ A = TypeVar("A", Generation, Ranking)
 
 Progress = Callable[[int, int, int, float], None]
 """Called after each backend batch with (done, total, tokens so far, seconds so far)."""
+
+
+CLAIM_POLL_SECONDS = 0.2
+"""How often a process waiting for requests another process has claimed looks for answers."""
 
 
 @dataclass
@@ -26,13 +32,46 @@ class CallCounter:
     batches: int = 0
     reused: int = 0
     seconds: float = 0.0
+    by_thread: dict[int, int] = field(default_factory=dict)
+    """Requests answered for each thread's asks: a cell measured while other cells' requests
+    share its batches (lookahead) counts its own."""
+
+    @property
+    def here(self) -> int:
+        """Requests answered so far for this thread's asks."""
+        return self.by_thread.get(threading.get_ident(), 0)
+
+    def credit(self, thread: int, requests: int) -> None:
+        self.by_thread[thread] = self.by_thread.get(thread, 0) + requests
+
+
+class Gatherer(Protocol):
+    """Takes a thread's asks instead of answering them at once (lookahead.Gather)."""
+
+    def ask(self, model: StoredModel, kind: str, requests: Sequence[Any],
+            progress: Progress | None) -> list[Any]: ...
+
+
+_gathering = threading.local()
+
+
+@contextmanager
+def gathered_by(gatherer: Gatherer) -> Iterator[None]:
+    """Every StoredModel ask made in this thread goes to ``gatherer``."""
+    _gathering.current = gatherer
+    try:
+        yield
+    finally:
+        _gathering.current = None
 
 
 class StoredModel:
     """A Backend wrapper that answers from the store first and stores every new answer.
 
     Misses are sent in batches of ``batch_size``; each batch is committed before the next one
-    starts, so killing the run loses at most one batch.
+    starts, so killing the run loses at most one batch. A process claims the misses in the
+    store before answering them, so two xdist workers never answer one request twice: a
+    request another live process has claimed is waited for instead.
     """
 
     def __init__(self, backend: Backend, store: Store, batch_size: int = 8) -> None:
@@ -40,48 +79,82 @@ class StoredModel:
         self.store = store
         self.batch_size = batch_size
         self.calls = CallCounter()
+        self.owner = process_owner()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)
 
     def generate(self, requests: Sequence[GenerateRequest],
                  progress: Progress | None = None) -> list[Generation]:
-        return self._answer(requests, self.backend.generate, _generation, progress)
+        return self._ask("generate", requests, progress)
 
     def rank(self, requests: Sequence[RankRequest],
              progress: Progress | None = None) -> list[Ranking]:
+        return self._ask("rank", requests, progress)
+
+    def _ask(self, kind: str, requests: Sequence[Any], progress: Progress | None) -> list[Any]:
+        gatherer: Gatherer | None = getattr(_gathering, "current", None)
+        if gatherer is not None:
+            return gatherer.ask(self, kind, requests, progress)
+        answers, fresh = self.answer_now(kind, requests, progress)
+        self.calls.credit(threading.get_ident(), len(fresh))
+        return answers
+
+    def answer_now(self, kind: str, requests: Sequence[Any],
+                   progress: Progress | None = None) -> tuple[list[Any], set[str]]:
+        """The answers to ``requests`` in order, and the keys this call had the model answer."""
+        if kind == "generate":
+            return self._answer(requests, self.backend.generate, _generation, progress)
         return self._answer(requests, self.backend.rank, _ranking, progress)
 
     def _answer(self, requests: Sequence[R], call: Callable[[Sequence[R]], list[A]],
-                load: Callable[[dict[str, Any]], A], progress: Progress | None) -> list[A]:
+                load: Callable[[dict[str, Any]], A], progress: Progress | None
+                ) -> tuple[list[A], set[str]]:
         fingerprint = self.backend.fingerprint
         keys = [request.key() for request in requests]
+        by_key = dict(zip(keys, requests, strict=True))
         answers: dict[str, A] = {
             key: load(value) for key, value in self.store.get_answers(fingerprint, keys).items()
         }
         self.calls.reused += sum(1 for key in keys if key in answers)
+        fresh: set[str] = set()
+        started = time.perf_counter()
         # One entry per distinct missing key: duplicates in a batch reach the model once.
-        missing = list({key: request for key, request in zip(keys, requests, strict=True)
-                        if key not in answers}.items())
-        tokens, started = 0, time.perf_counter()
-        for start in range(0, len(missing), self.batch_size):
-            batch = missing[start : start + self.batch_size]
-            results = call([request for _, request in batch])
-            if len(results) != len(batch):
-                raise RuntimeError(
-                    f"backend {self.backend.spec} returned {len(results)} answers for "
-                    f"{len(batch)} requests"
-                )
-            self.store.put_answers(
-                fingerprint, ((k, asdict(a)) for (k, _), a in zip(batch, results, strict=True)))
-            answers.update((key, result) for (key, _), result in zip(batch, results, strict=True))
-            self.calls.requests += len(batch)
-            self.calls.batches += 1
-            tokens += sum(result.prompt_tokens for result in results)
-            if progress is not None:
-                progress(start + len(batch), len(missing), tokens, time.perf_counter() - started)
+        pending = [key for key in by_key if key not in answers]
+        total, done, tokens = len(pending), 0, 0
+        while pending:
+            mine, theirs = self.store.claim(fingerprint, pending, self.owner)
+            try:
+                for start in range(0, len(mine), self.batch_size):
+                    batch = mine[start : start + self.batch_size]
+                    results = call([by_key[key] for key in batch])
+                    if len(results) != len(batch):
+                        raise RuntimeError(
+                            f"backend {self.backend.spec} returned {len(results)} answers for "
+                            f"{len(batch)} requests")
+                    self.store.put_answers(fingerprint, ((key, asdict(result)) for key, result
+                                                         in zip(batch, results, strict=True)))
+                    answers.update(zip(batch, results, strict=True))
+                    fresh.update(batch)
+                    self.store.renew_claims(self.owner)
+                    self.calls.requests += len(batch)
+                    self.calls.batches += 1
+                    done += len(batch)
+                    tokens += sum(result.prompt_tokens for result in results)
+                    if progress is not None:
+                        progress(done, total, tokens, time.perf_counter() - started)
+            except BaseException:
+                self.store.release_claims(fingerprint, [k for k in mine if k not in answers],
+                                          self.owner)
+                raise
+            if theirs:  # another process is answering these: read them as they land
+                time.sleep(CLAIM_POLL_SECONDS)
+                landed = self.store.get_answers(fingerprint, theirs)
+                answers.update((key, load(value)) for key, value in landed.items())
+                done += len(landed)
+            pending = [key for key in theirs if key not in answers]
         self.calls.seconds += time.perf_counter() - started
-        return [answers[key] for key in keys]
+        return [answers[key] for key in keys], fresh
 
 
 def _generation(value: dict[str, Any]) -> Generation:

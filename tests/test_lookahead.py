@@ -1,0 +1,259 @@
+"""Cross-cell batching: cells measured together (lookahead), requests claimed in the store.
+
+Results must equal those of measuring each cell alone; each request must reach the model once,
+across xdist workers too; a killed worker's claims must not hold the others up."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from toy_suite import JUDGED_SUITE, JUDGED_TASK
+
+from pytest_lceval.lookahead import Gather
+from pytest_lceval.model_usage import read_usage
+from pytest_lceval.models.mock import load_mock
+from pytest_lceval.models.options import LoadOptions
+from pytest_lceval.models.stored import StoredModel
+from pytest_lceval.records import GenerateRequest
+from pytest_lceval.store import Store, process_owner
+
+pytest_plugins = ["pytester"]
+
+
+def _request(key: int) -> GenerateRequest:
+    filler = "filler " * 20
+    return GenerateRequest(f"{filler}for k{key} is: {key}. {filler}\nWhat is k{key}?", 4)
+
+
+class CountingBackend:
+    """A mock backend that records the size of every call it gets."""
+
+    def __init__(self) -> None:
+        self.mock = load_mock("grep", LoadOptions())
+        self.sizes: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.mock, name)
+
+    def generate(self, requests: list[GenerateRequest]) -> list[object]:
+        self.sizes.append(len(requests))
+        return self.mock.generate(requests)
+
+
+def _model(tmp_path: Path, batch_size: int = 64) -> tuple[StoredModel, CountingBackend]:
+    backend = CountingBackend()
+    return StoredModel(backend, Store(tmp_path / "s.sqlite"), batch_size), backend  # type: ignore[arg-type]
+
+
+# -- the gather: asks of many measurements in one backend call ----------------------------
+
+def test_gathered_asks_reach_the_backend_as_one_call_in_order(tmp_path: Path) -> None:
+    model, backend = _model(tmp_path)
+    got: dict[int, list[str]] = {}
+    asked_here: dict[int, int] = {}
+
+    def measuring(cell: int) -> object:
+        def measure() -> None:
+            first = model.generate([_request(cell * 10 + i) for i in range(3)])
+            second = model.generate([_request(cell * 10 + 5)])  # a second round of asks
+            got[cell] = [g.text for g in first + second]
+            asked_here[cell] = model.calls.here
+        return measure
+
+    errors = Gather("test").run([measuring(cell) for cell in range(4)])
+    assert errors == [None] * 4
+    assert backend.sizes == [12, 4]  # each round of the four cells in one call
+    alone, _ = _model(tmp_path / "alone")
+    for cell in range(4):
+        expected = alone.generate([_request(cell * 10 + i) for i in (0, 1, 2, 5)])
+        assert got[cell] == [g.text for g in expected]
+        assert asked_here[cell] == 4  # each cell is credited its own requests
+
+
+def test_a_request_two_cells_ask_is_answered_and_credited_once(tmp_path: Path) -> None:
+    model, backend = _model(tmp_path)
+    credited: list[int] = []
+
+    def measure() -> None:
+        model.generate([_request(1), _request(2)])
+        credited.append(model.calls.here)
+
+    assert Gather("test").run([measure, measure]) == [None, None]
+    assert backend.sizes == [2] and sorted(credited) == [0, 2]
+
+
+def test_a_failing_backend_call_fails_each_asking_measurement(tmp_path: Path) -> None:
+    model, backend = _model(tmp_path)
+
+    def broken(requests: list[GenerateRequest]) -> list[object]:
+        raise RuntimeError("engine died")
+
+    backend.generate = broken  # type: ignore[method-assign]
+    errors = Gather("test").run([lambda: None, lambda: model.generate([_request(1)])])
+    assert errors[0] is None and isinstance(errors[1], RuntimeError)
+
+
+# -- claims: one answer per request across processes ---------------------------------------
+
+def test_claims_split_misses_between_owners_and_answers_release_them(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    mine, theirs = store.claim("fp", ["a", "b"], "elsewhere:1")
+    assert (mine, theirs) == (["a", "b"], [])
+    mine, theirs = store.claim("fp", ["a", "b", "c"], process_owner())
+    assert (mine, theirs) == (["c"], ["a", "b"])
+    store.put_answers("fp", [("a", {"text": "x"})])
+    assert store.claim("fp", ["a", "b"], process_owner()) == ([], ["b"])
+    store.release_claims("fp", ["b"], "elsewhere:1")
+    assert store.claim("fp", ["b"], process_owner()) == (["b"], [])
+
+
+def test_an_expired_claim_of_another_host_is_taken_over(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.claim("fp", ["a"], "elsewhere:1", seconds=-1.0)
+    assert store.claim("fp", ["a"], process_owner()) == (["a"], [])
+
+
+def test_a_worker_waits_for_another_workers_claimed_answers(tmp_path: Path) -> None:
+    model, backend = _model(tmp_path)
+    request = _request(7)
+    model.store.claim(model.fingerprint, [request.key()], "elsewhere:1")
+    other, _ = _model(tmp_path)
+    answer = other.backend.generate([request])[0]
+
+    def answer_later() -> None:
+        time.sleep(0.5)
+        Store(tmp_path / "s.sqlite").put_answers(
+            other.fingerprint, [(request.key(), answer.__dict__)])
+
+    thread = threading.Thread(target=answer_later)
+    thread.start()
+    assert model.generate([request]) == [answer]
+    thread.join()
+    assert backend.sizes == [] and model.calls.requests == 0
+
+
+def test_a_killed_workers_claims_do_not_hold_up_the_others(tmp_path: Path) -> None:
+    """A process that claimed requests is killed (SIGKILL: no clean-up runs): another process
+    answers them at once, without waiting for the claims to expire."""
+    model, backend = _model(tmp_path)
+    keys = [_request(i).key() for i in range(3)]
+    worker = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from pathlib import Path\n"
+         "from pytest_lceval.store import Store, process_owner\n"
+         f"Store(Path({str(tmp_path / 's.sqlite')!r})).claim({model.fingerprint!r}, "
+         f"{keys!r}, process_owner())\n"
+         "print('claimed', flush=True)\n"
+         "time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None and worker.stdout.readline().strip() == "claimed"
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    started = time.perf_counter()
+    answers = model.generate([_request(i) for i in range(3)])
+    assert len(answers) == 3 and backend.sizes == [3]
+    assert time.perf_counter() - started < 5
+
+
+# -- whole runs: identical results, each request once ------------------------------------
+
+RECALL = """
+import pytest
+
+pytestmark = pytest.mark.lceval(suite="recall")
+
+
+def test_recall(lc_cell, lc_eval):
+    lc_eval.check(lc_eval.run(lc_cell))
+"""
+def _cells(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
+    lines = [json.loads(line) for line in
+             (pytester.path / "reports" / "latest" / "results.jsonl").read_text().splitlines()]
+    return {line["nodeid"]: line for line in lines}
+
+
+def _calls(pytester: pytest.Pytester, role: str = "model") -> tuple[int, int]:
+    """(requests, backend calls) of the last run, over all its processes."""
+    usage = read_usage(pytester.path / "reports" / "latest")[role]
+    return usage.requests, usage.calls
+
+
+SAME = ("score", "scores", "case_keys", "samples", "n", "outcome", "depths_achieved",
+        "input_tokens_mean")
+
+
+def _run(pytester: pytest.Pytester, store: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "--model=mock:grep?miss=40-60", "--lengths=1k,2k", "--depths=0,50,100",
+        "--samples=5", "--lceval-tasks=niah_single_1,niah_multikey_1", "--lceval-batch-size=64",
+        f"--lceval-store={store}", "-p", "no:randomly", *args)
+
+
+def test_lookahead_gives_each_cell_the_result_it_gets_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_recall=RECALL)
+    _run(pytester, "alone.sqlite", "--lceval-lookahead=0").assert_outcomes(passed=8, failed=4)
+    alone = _cells(pytester)
+    assert _calls(pytester) == (60, 12)  # one call per cell
+
+    _run(pytester, "ahead.sqlite", "--lceval-lookahead=30").assert_outcomes(passed=8, failed=4)
+    ahead = _cells(pytester)
+    assert _calls(pytester) == (60, 2)  # six cells per call
+    assert alone.keys() == ahead.keys()
+    for nodeid, cell in alone.items():
+        assert {k: cell[k] for k in SAME} == {k: ahead[nodeid][k] for k in SAME}, nodeid
+        assert ahead[nodeid]["model_requests"] == 5
+
+    _run(pytester, "ahead.sqlite", "--lceval-lookahead=30").assert_outcomes(passed=8, failed=4)
+    assert _calls(pytester) == (0, 0)  # a rerun asks nothing
+    assert all(cell["model_requests"] == 0 for cell in _cells(pytester).values())
+
+
+def test_lookahead_follows_the_selection(pytester: pytest.Pytester) -> None:
+    """Only selected cells are measured ahead: -k leaves the others unasked."""
+    pytester.makepyfile(test_recall=RECALL)
+    _run(pytester, "s.sqlite", "--lceval-lookahead=1000", "-k", "1k").assert_outcomes(
+        passed=4, failed=2)
+    assert _calls(pytester) == (30, 1)
+
+
+def test_two_workers_answer_each_request_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_recall=RECALL)
+    _run(pytester, "alone.sqlite", "--lceval-lookahead=0").assert_outcomes(passed=8, failed=4)
+    alone = _cells(pytester)
+    _run(pytester, "two.sqlite", "--lceval-lookahead=30", "-n", "2").assert_outcomes(
+        passed=8, failed=4)
+    assert _calls(pytester)[0] == 60
+    assert len(list((pytester.path / "reports" / "latest" / "model-usage").glob("*"))) == 2
+    two = _cells(pytester)
+    for nodeid, cell in alone.items():
+        assert {k: cell[k] for k in SAME} == {k: two[nodeid][k] for k in SAME}, nodeid
+
+
+def test_judge_requests_of_many_cells_share_the_judges_calls(
+        pytester: pytest.Pytester) -> None:
+    per_length = JUDGED_TASK.replace('number for {what.replace(\' \', \'-\')}?"',
+                                     'number for {what.replace(\' \', \'-\')} ({cell.length})?"')
+    assert per_length != JUDGED_TASK  # each cell's questions, so each cell's judge prompts
+    pytester.makeconftest(per_length)
+    pytester.makepyfile(test_judged=JUDGED_SUITE)
+    args = ("--model=mock:grep", "--lceval-judge=mock:judge", "--lengths=1k,2k",
+            "--samples=4", "--lceval-batch-size=64", "-p", "no:randomly")
+    pytester.runpytest(*args, "--lceval-store=alone.sqlite", "--lceval-lookahead=0",
+                       ).assert_outcomes(passed=2)
+    alone = _cells(pytester)
+    assert _calls(pytester, "judge") == (8, 2)
+    pytester.runpytest(*args, "--lceval-store=ahead.sqlite", "--lceval-lookahead=8",
+                       ).assert_outcomes(passed=2)
+    assert _calls(pytester, "judge") == (8, 1)  # both cells in one call
+    ahead = _cells(pytester)
+    for nodeid, cell in alone.items():
+        assert {k: cell[k] for k in SAME} == {k: ahead[nodeid][k] for k in SAME}, nodeid
+        assert cell["metrics"]["judge_requests"] == ahead[nodeid]["metrics"]["judge_requests"]
