@@ -57,7 +57,7 @@ class _Ask:
 class _Job:
     """One measurement in its thread, paused at each ask until the main thread answers it."""
 
-    measure: Callable[[], None]
+    measure: Callable[[], object]
     go: threading.Event = field(default_factory=threading.Event)
     paused: threading.Event = field(default_factory=threading.Event)
     ask: _Ask | None = None
@@ -72,7 +72,7 @@ class Gather:
         self._jobs: dict[int, _Job] = {}
         """Each running job by its thread's ident."""
 
-    def run(self, measures: Sequence[Callable[[], None]]) -> list[BaseException | None]:
+    def run(self, measures: Sequence[Callable[[], object]]) -> list[BaseException | None]:
         """Run every measurement to its end; what each raised (None when it finished)."""
         jobs = [_Job(measure) for measure in measures]
         for index, job in enumerate(jobs):

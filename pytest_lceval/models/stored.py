@@ -110,6 +110,7 @@ class StoredModel:
     def _answer(self, requests: Sequence[R], call: Callable[[Sequence[R]], list[A]],
                 load: Callable[[dict[str, Any]], A], progress: Progress | None
                 ) -> tuple[list[A], set[str]]:
+        started = time.perf_counter()
         fingerprint = self.backend.fingerprint
         keys = [request.key() for request in requests]
         by_key = dict(zip(keys, requests, strict=True))
@@ -118,7 +119,6 @@ class StoredModel:
         }
         self.calls.reused += sum(1 for key in keys if key in answers)
         fresh: set[str] = set()
-        started = time.perf_counter()
         # One entry per distinct missing key: duplicates in a batch reach the model once.
         pending = [key for key in by_key if key not in answers]
         total, done, tokens = len(pending), 0, 0
