@@ -58,8 +58,7 @@ def run(name: str, folder: Path, options: argparse.Namespace,
 
 
 def answer_seconds(folder: Path, name: str) -> float:
-    """Seconds the run spent answering (store lookups and backend calls), over its processes:
-    with cells measured together a cell's own seconds_model is the shared calls' wall time."""
+    """Seconds the run spent answering (store lookups and backend calls), over its processes."""
     return read_usage(folder / name)["model"].seconds
 
 

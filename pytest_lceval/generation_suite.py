@@ -119,8 +119,7 @@ class GenerationSuite(Suite):
             _count_for_model(result, cases, evaluator)
         result.source = cases[0].meta.get("source", result.source) if cases else result.source
 
-        before = model.calls.here
-        started = time.perf_counter()
+        before, spent = model.calls.here, model.calls.seconds_here
         known = exclude_known(evaluator, task, cases)
         result.metrics.update(known.metrics)
         if cases and not known.kept:
@@ -134,7 +133,7 @@ class GenerationSuite(Suite):
             generations = model.generate([case.request() for case in cases], progress)
         finally:
             progress.close()
-        result.seconds_model = time.perf_counter() - started
+        result.seconds_model = model.calls.seconds_here - spent
         result.model_requests = model.calls.here - before
 
         started = time.perf_counter()

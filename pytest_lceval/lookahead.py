@@ -22,6 +22,7 @@ dropped, and its test measures the cell alone, so errors surface as they always 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -128,6 +129,7 @@ class Gather:
             model = group[0].model
             requests = [request for ask in group for request in ask.requests]
             progress = CellProgress(f"{self.label} ({len(group)} cells)")
+            started = time.perf_counter()
             try:
                 answers, fresh = model.answer_now(group[0].kind, requests, progress)
             except Exception as exc:  # each asking measurement raises it
@@ -136,13 +138,19 @@ class Gather:
                 continue
             finally:
                 progress.close()
-            position = 0
+            seconds = time.perf_counter() - started
+            position, credited = 0, []
             for ask in group:
                 ask.answers = answers[position:position + len(ask.requests)]
                 position += len(ask.requests)
                 mine = {request.key() for request in ask.requests} & fresh
                 fresh -= mine  # a request two cells asked counts for the first
-                model.calls.credit(ask.thread, len(mine))
+                credited.append(len(mine))
+            # The call's seconds split by the requests each ask had answered (evenly when the
+            # store had them all), so that cells' seconds_model add up to the call's.
+            weights = credited if sum(credited) else [1] * len(group)
+            for ask, answered, weight in zip(group, credited, weights, strict=True):
+                model.calls.credit(ask.thread, answered, seconds * weight / sum(weights))
 
 
 @dataclass

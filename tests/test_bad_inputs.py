@@ -176,6 +176,9 @@ CASES = [
     Case("batch-size-word", ("--lceval-batch-size", "many"), ("--lceval-batch-size", "4")),
     Case("batch-size-absurd", ("--lceval-batch-size", "1000000000"),
          ("--lceval-batch-size", "at most 4,096")),
+    Case("lookahead-word", ("--lceval-lookahead", "lots"), ("--lceval-lookahead", "auto")),
+    Case("lookahead-negative", ("--lceval-lookahead", "-1"),
+         ("--lceval-lookahead", "between 0 and 1,000,000")),
     Case("grid-choice", ("--lceval-grid", "huge"), ("--lceval-grid", "invalid choice"), ours=False),
     # where things go
     Case("run-name-path", ("--lceval-run", "a/b"), ("--lceval-run", "one folder name")),

@@ -210,6 +210,9 @@ def test_lookahead_gives_each_cell_the_result_it_gets_alone(pytester: pytest.Pyt
     for nodeid, cell in alone.items():
         assert {k: cell[k] for k in SAME} == {k: ahead[nodeid][k] for k in SAME}, nodeid
         assert ahead[nodeid]["model_requests"] == 5
+    # Each cell's share of the shared calls' seconds: they add up to the calls' own.
+    spent = read_usage(pytester.path / "reports" / "latest")["model"].seconds
+    assert sum(cell["seconds_model"] for cell in ahead.values()) == pytest.approx(spent, abs=0.01)
 
     _run(pytester, "ahead.sqlite", "--lceval-lookahead=30").assert_outcomes(passed=8, failed=4)
     assert _calls(pytester) == (0, 0)  # a rerun asks nothing

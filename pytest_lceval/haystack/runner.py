@@ -92,13 +92,13 @@ class HaystackMeasure:
         result.seconds_build = time.perf_counter() - started
         seam_exact = all(self._seam_exact(context, plan.task, plan.rows[0])
                          for pair in contexts.values() for context in pair)
-        before, started = self.model.calls.here, time.perf_counter()
+        before, spent = self.model.calls.here, self.model.calls.seconds_here
         try:
             measured = self._measure(plan, contexts, result.nodeid)
         except ValueError as exc:  # the backend refuses (e.g. colliding first tokens)
             raise CellRefused(f"{plan.task.name}: the backend refused the rank requests: "
                               f"{exc}") from None
-        result.seconds_model = time.perf_counter() - started
+        result.seconds_model = self.model.calls.seconds_here - spent
         result.model_requests = self.model.calls.here - before
         self._record(result, plan, measured, seam_exact)
 

@@ -6,7 +6,6 @@ numbers."""
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -176,7 +175,7 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
                   cases: Sequence[Case]) -> Judged:
     """Rate a cell's outputs by ``rubric`` (key points first where it needs them)."""
     model = judge.model
-    before, started = model.calls.here, time.perf_counter()
+    before, spent = model.calls.here, model.calls.seconds_here
     points: list[list[str]] = (
         [list(case.meta["keypoints"]) if case.meta.get("keypoints") else [] for case in cases])
     if rubric.needs_keypoints:
@@ -200,7 +199,7 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
         scores.append(rubric.score([r.ratings for r in rated if r.ratings is not None], case,
                                    found) if readable else rubric.missing)
     return Judged(scores, unparsed, ratings, sum(r.retried for r in flat),
-                  model.calls.here - before, time.perf_counter() - started)
+                  model.calls.here - before, model.calls.seconds_here - spent)
 
 
 @dataclass

@@ -35,14 +35,23 @@ class CallCounter:
     by_thread: dict[int, int] = field(default_factory=dict)
     """Requests answered for each thread's asks: a cell measured while other cells' requests
     share its batches (lookahead) counts its own."""
+    seconds_by_thread: dict[int, float] = field(default_factory=dict)
+    """Seconds of answering spent on each thread's asks; a shared call's seconds are split
+    among its asks by the requests each had answered."""
 
     @property
     def here(self) -> int:
         """Requests answered so far for this thread's asks."""
         return self.by_thread.get(threading.get_ident(), 0)
 
-    def credit(self, thread: int, requests: int) -> None:
+    @property
+    def seconds_here(self) -> float:
+        """Seconds of answering spent so far on this thread's asks."""
+        return self.seconds_by_thread.get(threading.get_ident(), 0.0)
+
+    def credit(self, thread: int, requests: int, seconds: float) -> None:
         self.by_thread[thread] = self.by_thread.get(thread, 0) + requests
+        self.seconds_by_thread[thread] = self.seconds_by_thread.get(thread, 0.0) + seconds
 
 
 class Gatherer(Protocol):
@@ -96,8 +105,9 @@ class StoredModel:
         gatherer: Gatherer | None = getattr(_gathering, "current", None)
         if gatherer is not None:
             return gatherer.ask(self, kind, requests, progress)
+        started = time.perf_counter()
         answers, fresh = self.answer_now(kind, requests, progress)
-        self.calls.credit(threading.get_ident(), len(fresh))
+        self.calls.credit(threading.get_ident(), len(fresh), time.perf_counter() - started)
         return answers
 
     def answer_now(self, kind: str, requests: Sequence[Any],
