@@ -53,17 +53,33 @@ def choose(requested: str, backend_kind: str, device: str, environ: Mapping[str,
         return GridProfile("full", f"{FULL_GRID_FLAG} was given")
     if requested == "reduced":
         return GridProfile("reduced", "--lceval-grid=reduced was given")
+    where = model_place(backend_kind, device, environ, probe)
+    return GridProfile("reduced" if where.on_cpu else "full", where.reason)
+
+
+@dataclass(frozen=True)
+class ModelPlace:
+    """Whether the model under test computes on this machine's CPU, and why we think so."""
+
+    on_cpu: bool
+    reason: str
+
+
+def model_place(backend_kind: str, device: str, environ: Mapping[str, str],
+                probe: Callable[[], tuple[str, ...]] = devices.visible_gpus) -> ModelPlace:
+    """Where the model computes: outside this process, on a GPU, or on this CPU (which the
+    reduced grid and the default lookahead are sized for)."""
     if backend_kind not in LOCAL_BACKENDS:
-        return GridProfile("full", "the model runs outside this process")
+        return ModelPlace(False, "the model runs outside this process")
     if device.startswith("cuda"):
-        return GridProfile("full", f"--lceval-device={device}")
+        return ModelPlace(False, f"--lceval-device={device}")
     if device == "cpu":
-        return GridProfile("reduced", "--lceval-device=cpu")
+        return ModelPlace(True, "--lceval-device=cpu")
     visible = environ.get(devices.CUDA_ENV)
     gpus = devices.parse_gpu_list(visible) if visible is not None else probe()
     if gpus:
-        return GridProfile("full", f"GPU {','.join(gpus)} visible")
-    return GridProfile("reduced", "no GPU visible and the model runs on this CPU")
+        return ModelPlace(False, f"GPU {','.join(gpus)} visible")
+    return ModelPlace(True, "no GPU visible and the model runs on this CPU")
 
 
 def header_line(profile: GridProfile, axes: str) -> str:

@@ -40,6 +40,9 @@ from .workers import worker_label
 if TYPE_CHECKING:
     from .evaluation import Evaluator
 
+CLAIM_REACH = 4
+"""A window is filled from the next cells within this many windows' worth of cases, skipping
+those other workers claimed."""
 Problem = CellSkipped | CellRefused
 """How a measurement may end without a score, for its test to report."""
 
@@ -162,15 +165,24 @@ class Measured:
 
 
 class Lookahead:
-    """Measures cells for their tests, a window of the selected cells at a time."""
+    """Measures cells for their tests, a window of the selected cells at a time.
+
+    Under xdist every worker sees the same selected cells, so each claims the cells of its
+    window in the store first and leaves out those another live worker claimed: the workers'
+    windows do not overlap, and each engine works on cells of its own. A test whose cell
+    another worker measured reads that worker's answers from the store."""
 
     def __init__(self, evaluator: Evaluator, suites: dict[str, Suite],
-                 cells: Sequence[tuple[str, Cell]], window: int) -> None:
+                 cells: Sequence[tuple[str, Cell]], window: int,
+                 owner: str | None = None) -> None:
         self.evaluator = evaluator
         self.suites = suites
         self.cells = list(cells)
         """The selected tests' cells in collection order (after -k/-m and deselection)."""
         self.window = window
+        self.owner = owner or evaluator.model.owner
+        self._claims = f"lookahead:{evaluator.run_dir}"
+        """The store's claims namespace of this run's cells."""
         self._position = {nodeid: index for index, (nodeid, _) in enumerate(self.cells)}
         self._done: dict[tuple[str, Cell], Measured] = {}
         self._started: set[str] = set()
@@ -182,26 +194,46 @@ class Lookahead:
         measured = self._done.pop((nodeid, cell), None)
         if measured is None:
             window = self._window(nodeid, cell)
-            if len(window) > 1:
+            if len(window) > 1 or (window and window[0][0] != nodeid):
                 self._measure_together(window)
                 measured = self._done.pop((nodeid, cell), None)
         self._started.add(nodeid)
         return measured or self._measure_alone(nodeid, cell)
 
     def _window(self, nodeid: str, cell: Cell) -> list[tuple[str, Cell]]:
-        """The cell, then the selected cells after it that fit in the window."""
+        """The cell, then the selected cells after it that fit in the window and that no other
+        worker has claimed. When another worker has claimed the cell itself, the window is the
+        cells after it alone: this worker's engine works on them while the other answers the
+        cell, whose answers the test then reads."""
         chosen = [(nodeid, cell)]
-        if not self.suites[cell.suite].measures_ahead or nodeid not in self._position:
-            return chosen
         room = self.window - cell.samples
+        if (room <= 0 or not self.suites[cell.suite].measures_ahead
+                or nodeid not in self._position):
+            return chosen
+        candidates: list[tuple[str, Cell]] = []
+        reach = CLAIM_REACH * room  # room to spare for cells other workers hold
         for other_id, other in self.cells[self._position[nodeid] + 1:]:
-            if room < other.samples:
+            if reach < other.samples:
                 break
             if (other_id in self._started or (other_id, other) in self._done
                     or not self.suites[other.suite].measures_ahead):
                 continue
-            chosen.append((other_id, other))
-            room -= other.samples
+            candidates.append((other_id, other))
+            reach -= other.samples
+        store = self.evaluator.model.store
+        mine, _ = store.claim(self._claims, [nodeid, *(i for i, _ in candidates)], self.owner)
+        if nodeid not in mine:  # another worker measures it: its answers will be in the store
+            chosen, room = [], self.window
+        spare: list[str] = []
+        for other_id, other in candidates:
+            if other_id not in mine:
+                continue
+            if room >= other.samples and not spare:
+                chosen.append((other_id, other))
+                room -= other.samples
+            else:
+                spare.append(other_id)
+        store.release_claims(self._claims, spare, self.owner)
         return chosen
 
     def _measure_together(self, window: Sequence[tuple[str, Cell]]) -> None:

@@ -123,6 +123,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"lengths {','.join(format_length(n) for n in settings.lengths)}, depths "
             f"{','.join(format_depth(d) for d in settings.depths)}, "
             f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
+        f"lceval: backend calls of up to {settings.batch_size} requests; " + (
+            f"cells measured together, {settings.lookahead} cases at a time (--lceval-lookahead)"
+            if settings.lookahead else "one cell at a time (--lceval-lookahead=0, the default "
+            "for a model on this CPU)" if settings.lookahead_auto else
+            "one cell at a time (--lceval-lookahead=0)"),
         *(line for suite in suites_of(config).values() for line in suite.header()),
     ]
 

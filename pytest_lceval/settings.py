@@ -18,7 +18,7 @@ import pytest
 
 from .data import DataSource
 from .grid import parse_depth, parse_length
-from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose
+from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
 from .models.registry import UnknownModelError, split_spec
 from .models.serving import redact_url
 
@@ -79,6 +79,8 @@ class Settings:
     lookahead: int = 32
     """Cases measured together with the running cell's, from the cells selected after it, so
     that the engine gets batches of many cells (0: each cell alone)."""
+    lookahead_auto: bool = True
+    """Whether ``lookahead`` was chosen for the model's place (--lceval-lookahead auto)."""
     threshold_explicit: bool = False
     """Whether the global ``threshold`` was given by the user (option or ini), not defaulted."""
     prior_knowledge_threshold: float = DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD
@@ -161,8 +163,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--lceval-lookahead", dest="lceval_lookahead", default=None,
                     help="cases measured together, from the running cell and the selected cells "
                          "after it, so one backend call holds many cells' requests: a number, "
-                         "0 for one cell at a time, or auto (4 x --lceval-batch-size, the "
-                         "default)")
+                         "0 for one cell at a time, or auto (the default: 4 x "
+                         "--lceval-batch-size for a model on a GPU or a server, 0 for one on "
+                         "this CPU)")
     group.addoption("--prior-knowledge-threshold", dest="lceval_prior_knowledge_threshold",
                     default=None,
                     help="exclude QA cases whose no-context answer scores at least this, 0..1 "
@@ -374,7 +377,8 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
                   "Use auto, float32, bfloat16 or float16."),
         device=device,
         batch_size=batch_size,
-        lookahead=batch_size * LOOKAHEAD_BATCHES if lookahead is None else lookahead,
+        lookahead=auto_lookahead(batch_size, model, device) if lookahead is None else lookahead,
+        lookahead_auto=lookahead is None,
         threshold_explicit=default_threshold is not None,
         prior_knowledge_threshold=get(
             "lceval_prior_knowledge_threshold", _unit_score, DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD,
@@ -390,13 +394,26 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
 
 
 def grid_profile(requested: str, model: str, device: str) -> GridProfile:
-    """The run's default grid; an unknown model spec is reported by the plugin, so it counts as
-    a local model here."""
+    """The run's default grid."""
+    return choose(requested, _backend_kind(model), device, os.environ)
+
+
+def _backend_kind(model: str) -> str:
+    """An unknown model spec is reported by the plugin, so it counts as a local model here."""
     try:
         kind, _ = split_spec(model)
     except UnknownModelError:
         kind = "preset"
-    return choose(requested, kind, device, os.environ)
+    return kind
+
+
+def auto_lookahead(batch_size: int, model: str, device: str) -> int:
+    """--lceval-lookahead auto: a few backend calls' worth of cases where more rows per call
+    are nearly free (a GPU, a server); none for a model computing on this CPU, where every row
+    of a batch costs its share and finished rows wait for the longest one (the embedded model's
+    main job took 8 min 6 s measured together against 6 min 46 s one cell at a time)."""
+    on_cpu = model_place(_backend_kind(model), device, os.environ).on_cpu
+    return 0 if on_cpu else batch_size * LOOKAHEAD_BATCHES
 
 
 def _grid_choice(text: Any) -> str:

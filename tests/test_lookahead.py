@@ -12,17 +12,22 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from toy_suite import JUDGED_SUITE, JUDGED_TASK
 
-from pytest_lceval.lookahead import Gather
+from pytest_lceval.grid import Cell
+from pytest_lceval.lookahead import Gather, Lookahead
 from pytest_lceval.model_usage import read_usage
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.records import GenerateRequest
+from pytest_lceval.results import CellResult
+from pytest_lceval.settings import auto_lookahead
 from pytest_lceval.store import Store, process_owner
+from pytest_lceval.suite import Suite
 
 pytest_plugins = ["pytester"]
 
@@ -161,6 +166,70 @@ def test_a_killed_workers_claims_do_not_hold_up_the_others(tmp_path: Path) -> No
     answers = model.generate([_request(i) for i in range(3)])
     assert len(answers) == 3 and backend.sizes == [3]
     assert time.perf_counter() - started < 5
+
+
+class AskingSuite(Suite):
+    """A suite whose cells each ask the model for ``samples`` requests of their own."""
+
+    name = "asking"
+    measures_ahead = True
+
+    def __init__(self) -> None:
+        self.measured: list[str] = []
+
+    def grid(self, settings: object) -> list[Cell]:  # type: ignore[override]
+        return []
+
+    def measure(self, cell: Cell, result: CellResult, evaluator: object) -> None:  # type: ignore[override]
+        model: StoredModel = evaluator.model  # type: ignore[attr-defined]
+        answers = model.generate([_request(cell.length * 100 + i) for i in range(cell.samples)])
+        result.scores = [float(bool(a.text)) for a in answers]
+        self.measured.append(result.nodeid)
+
+
+def _worker(tmp_path: Path, cells: list[tuple[str, Cell]], owner: str
+            ) -> tuple[Lookahead, AskingSuite]:
+    model, _ = _model(tmp_path)
+    evaluator = SimpleNamespace(model=model, run_dir=tmp_path / "run", new_result=lambda nodeid,
+                                cell, source: CellResult(nodeid, cell.suite, cell.task,
+                                                         cell.length, cell.depth, {}, "m",
+                                                         model.fingerprint, 0, source))
+    suite = AskingSuite()
+    suite.source = lambda evaluator: "fixtures"  # type: ignore[method-assign]
+    return Lookahead(evaluator, {"asking": suite}, cells, 6, owner=owner), suite  # type: ignore[arg-type]
+
+
+def test_two_workers_look_ahead_over_different_cells(tmp_path: Path) -> None:
+    """Worker A's window claims cells 0-2; worker B, whose first test is cell 1, leaves A's
+    cells out of its window and takes the next ones; a test whose cell A measured reads A's
+    answers."""
+    cells = [(f"t[{i}]", Cell("asking", "t", i + 1, None, 2)) for i in range(8)]
+    first, first_suite = _worker(tmp_path, cells, "elsewhere:1")
+    second, second_suite = _worker(tmp_path, cells, process_owner())
+    first.measure(*cells[0])
+    assert first_suite.measured == ["t[0]", "t[1]", "t[2]"]
+    # Cell 1 is A's: B measures the next unclaimed cells meanwhile, then cell 1 from A's
+    # stored answers.
+    second.measure(*cells[1])
+    assert second_suite.measured == ["t[3]", "t[4]", "t[5]", "t[1]"]
+    assert second.evaluator.model.calls.requests == 6
+    second.measure(*cells[3])  # measured ahead
+    assert second_suite.measured == ["t[3]", "t[4]", "t[5]", "t[1]"]
+
+
+@pytest.mark.parametrize(("model", "device", "cuda", "expected"), [
+    ("smollm2", "auto", "", 0),             # the embedded model on this CPU
+    ("hf:/models/x", "cpu", "0", 0),
+    ("hf:/models/x", "auto", "0,1", 64),    # a GPU: more rows a call are nearly free
+    ("hf:/models/x", "cuda:1", "", 64),
+    ("openai:m", "auto", "", 64),           # a server
+    ("mock:grep", "auto", "", 64),
+])
+def test_auto_lookahead_is_off_only_for_a_model_on_this_cpu(
+        monkeypatch: pytest.MonkeyPatch, model: str, device: str, cuda: str,
+        expected: int) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cuda)
+    assert auto_lookahead(16, model, device) == expected
 
 
 # -- whole runs: identical results, each request once ------------------------------------
