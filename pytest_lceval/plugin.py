@@ -18,7 +18,7 @@ from .data import DataError
 from .evaluation import Evaluator
 from .grid import Cell, format_depth, format_length
 from .lookahead import Lookahead, selected_cells
-from .model_usage import read_usage, write_usage
+from .model_usage import read_usage, usage_line, write_usage
 from .models.base import Backend
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.serving import ServingOptions
@@ -254,7 +254,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if latest.is_symlink():
             latest.unlink()
         os.symlink(run_dir.name, latest)
-    _write_lines(config, [*(usage.line(role) for role, usage in read_usage(run_dir).items()),
+    _write_lines(config, [*(usage_line(role, calls) for role, calls in read_usage(run_dir).items()),
                           f"lceval: {len(results)} cells, results and reports in {run_dir}"])
 
 

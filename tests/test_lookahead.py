@@ -252,7 +252,7 @@ def _cells(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
 def _calls(pytester: pytest.Pytester, role: str = "model") -> tuple[int, int]:
     """(requests, backend calls) of the last run, over all its processes."""
     usage = read_usage(pytester.path / "reports" / "latest")[role]
-    return usage.requests, usage.calls
+    return usage.requests, usage.batches
 
 
 SAME = ("score", "scores", "case_keys", "samples", "n", "outcome", "depths_achieved",
@@ -329,3 +329,26 @@ def test_judge_requests_of_many_cells_share_the_judges_calls(
     for nodeid, cell in alone.items():
         assert {k: cell[k] for k in SAME} == {k: ahead[nodeid][k] for k in SAME}, nodeid
         assert cell["metrics"]["judge_requests"] == ahead[nodeid]["metrics"]["judge_requests"]
+
+
+HAYSTACK = (Path(__file__).parent.parent / "suites" / "test_task_haystack.py").read_text()
+
+
+def test_task_haystack_rank_requests_of_many_cells_share_calls(
+        pytester: pytest.Pytester) -> None:
+    """Task Haystack's cells measured together: their rank requests share backend calls and
+    every verdict, accuracy and per-case result equals the one-cell-at-a-time run's."""
+    pytester.makepyfile(test_task_haystack=HAYSTACK)
+    args = ("--model=mock:icl", "--haystack-ntasks=4", "-p", "no:randomly")
+    pytester.runpytest(*args, "--lceval-store=alone.sqlite", "--lceval-lookahead=0",
+                       ).assert_outcomes(passed=4)
+    alone, alone_calls = _cells(pytester), _calls(pytester)
+    pytester.runpytest(*args, "--lceval-store=ahead.sqlite", "--lceval-lookahead=1000",
+                       ).assert_outcomes(passed=4)
+    ahead, ahead_calls = _cells(pytester), _calls(pytester)
+    assert ahead_calls[0] == alone_calls[0] and ahead_calls[1] < alone_calls[1]
+    for nodeid, cell in alone.items():
+        assert cell["metrics"]["verdict"] == ahead[nodeid]["metrics"]["verdict"]
+        assert cell["metrics"]["l_correct"] == ahead[nodeid]["metrics"]["l_correct"]
+        assert cell["metrics"]["s_correct"] == ahead[nodeid]["metrics"]["s_correct"]
+        assert cell["case_keys"] == ahead[nodeid]["case_keys"]
