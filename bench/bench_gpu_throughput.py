@@ -395,13 +395,14 @@ def pytest_environment() -> dict[str, str]:
     return env
 
 
-def run_pytest(options: list[str], workers: int, time_limit: float | None,
+def run_pytest(options: list[str], workers: int, lookahead: str, time_limit: float | None,
                out: Path) -> tuple[float, str]:
     """Wall-clock seconds of one pytest run from an empty store, and how it ended. A run past
     ``time_limit`` is stopped (its whole process group) and its progress is reported."""
-    run = f"n{workers}"
+    run = f"n{workers}-lookahead-{lookahead}"
     command = [sys.executable, "-m", "pytest", *options, "-q", "-p", "no:randomly",
-               "-p", "no:cacheprovider", "-n", str(workers), f"--lceval-out={out}",
+               "-p", "no:cacheprovider", "-n", str(workers), f"--lceval-lookahead={lookahead}",
+               f"--lceval-out={out}",
                f"--lceval-run={run}", f"--lceval-store={out / run / 'store.sqlite'}"]
     print("$ " + " ".join(command), flush=True)
     started = time.perf_counter()
@@ -441,22 +442,25 @@ def _collected_tests(options: list[str]) -> int:
 
 def compare_workers(label: str, options: list[str], args: argparse.Namespace,
                     target: float | None) -> None:
-    """Run the same selection with each --workers count, from an empty store each time."""
+    """Run the same selection with each --workers count and each --lookaheads value, from an
+    empty store each time."""
     print(f"\n== {label}")
+    runs = [(workers, lookahead) for lookahead in args.lookaheads for workers in args.workers]
     with tempfile.TemporaryDirectory(dir=WORK) as scratch:
         times = {}
-        for workers in args.workers:
-            seconds, outcome = run_pytest(options, workers, args.time_limit, Path(scratch))
-            times[workers] = seconds
+        for workers, lookahead in runs:
+            seconds, outcome = run_pytest(options, workers, lookahead, args.time_limit,
+                                          Path(scratch))
+            times[workers, lookahead] = seconds
             verdict = ""
             if target is not None:
                 verdict = f"; target < {target:.0f} s: {'met' if seconds < target else 'missed'}"
-            print(f"  -n {workers}: {seconds:.1f} s ({outcome}){verdict}", flush=True)
-    if len(times) > 1:
-        first, *others = args.workers
-        for workers in others:
-            print(f"  speed-up of -n {workers} over -n {first}: "
-                  f"{times[first] / times[workers]:.2f}x")
+            print(f"  -n {workers} --lceval-lookahead={lookahead}: {seconds:.1f} s ({outcome})"
+                  f"{verdict}", flush=True)
+    first, *others = runs
+    for run in others:
+        print(f"  speed-up of -n {run[0]} --lceval-lookahead={run[1]} over -n {first[0]} "
+              f"--lceval-lookahead={first[1]}: {times[first] / times[run]:.2f}x")
 
 
 def run_haystack(args: argparse.Namespace) -> None:
@@ -565,6 +569,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="--lceval-batch-size of the per-cell path (pytest's 8)")
     common.add_argument("--workers", type=_list(int), default=None,
                         help="pytest -n values to compare (haystack: 0; recall-workers: 0,2)")
+    common.add_argument("--lookaheads", type=_list(str), default=["auto"],
+                        help="--lceval-lookahead values the pytest runs compare (e.g. 0,auto)")
     common.add_argument("--time-limit", type=float, default=None,
                         help="stop a pytest run after this many seconds and report progress")
     common.add_argument("--haystack-tasks", default="main16")

@@ -14,9 +14,10 @@ unchanged: ``Suite.measure`` is what runs, and a cell's result is the one it get
 answers are the same requests' answers, whatever batch they were in; an engine whose numbers
 depend on the batch's make-up differs as it does when ``--lceval-batch-size`` changes).
 
-Two xdist workers may look ahead over the same cells: the store's claims make each request
-answered once, the other worker reading it. A measurement that fails in an unexpected way is
-dropped, and its test measures the cell alone, so errors surface as they always did.
+Under xdist every worker sees the same selected cells: each claims its window's cells in the
+store, so the windows do not overlap, and claims each request before answering it, so no request
+is answered twice. A measurement that fails in an unexpected way is dropped, and its test
+measures the cell alone, so errors surface as they always did.
 """
 
 from __future__ import annotations
