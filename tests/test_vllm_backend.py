@@ -46,17 +46,12 @@ class FakeLLM:
     """Token ids the next rank answers add to their top-k (log-probabilities)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        from transformers import AutoTokenizer
-
         self.kwargs = kwargs
         self.calls: list[tuple[list[dict[str, Any]], Any]] = []
-        self.tokenizer = AutoTokenizer.from_pretrained(kwargs["model"])
-        config = SimpleNamespace(max_model_len=8192, dtype="torch.float32")
+        dtype = "float32" if kwargs["dtype"] == "auto" else kwargs["dtype"]  # as on a CPU
+        config = SimpleNamespace(max_model_len=8192, dtype=f"torch.{dtype}")
         self.llm_engine = SimpleNamespace(model_config=config)
         FakeLLM.made.append(self)
-
-    def get_tokenizer(self) -> Any:
-        return self.tokenizer
 
     def generate(self, prompts: list[dict[str, Any]], params: Any,
                  use_tqdm: bool = True) -> list[Any]:
@@ -73,7 +68,8 @@ class FakeLLM:
 
 
 @pytest.fixture
-def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+def fake_vllm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[types.ModuleType]:
+    monkeypatch.setenv("LCEVAL_CACHE", str(tmp_path / "cache"))  # no engine card yet
     module = types.ModuleType("vllm")
     module.__version__ = "0.0-fake"  # type: ignore[attr-defined]
     module.LLM = FakeLLM  # type: ignore[attr-defined]
@@ -106,6 +102,23 @@ def test_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:
     assert facts["engine"] == "vllm 0.0-fake" and facts["prefix_caching"] == "on"
     assert facts["executor"] == "vLLM's choice"
     assert backend.context_window == 8192
+
+
+def test_an_engine_started_once_is_not_started_by_a_run_that_needs_no_answer(
+        fake_vllm: types.ModuleType, smollm2: Path) -> None:
+    """The first load starts the engine and keeps its window and dtype in an engine card; the
+    next load with the same settings starts none until a request reaches the model, with the
+    same fingerprint and window."""
+    first = load_backend(f"vllm:{smollm2}", LoadOptions())
+    assert len(FakeLLM.made) == 1
+    again = load_backend(f"vllm:{smollm2}", LoadOptions())
+    assert len(FakeLLM.made) == 1
+    assert (again.fingerprint, again.context_window, again.describe()) == \
+        (first.fingerprint, first.context_window, first.describe())
+    other = load_backend(f"vllm:{smollm2}", LoadOptions(dtype="bfloat16"))
+    assert len(FakeLLM.made) == 2 and other.fingerprint != first.fingerprint  # another card
+    again.generate([GenerateRequest("The capital of France is", 4)])
+    assert len(FakeLLM.made) == 3 and FakeLLM.made[2].calls  # started by the first request
 
 
 def test_multi_node_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:

@@ -18,20 +18,30 @@ they place the same per-layer computation on other GPUs, so their answers are sh
 - Rank: the top 100 log-probabilities of the first generated position, as the reference code
   asks (topk_rank explains options outside the top k, and no prediction).
 
+- The engine starts lazily: the tokenizer and chat template are read from the model folder,
+  and the window and dtype the engine chose are kept in an engine card in the cache
+  (``$LCEVAL_CACHE``) after its first start; with a card, a run whose answers are all stored
+  never starts the engine.
+
 vLLM is imported only when such a model is loaded; without it the error says what to install.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
-from ..records import GenerateRequest, Generation, Ranking, RankRequest
+from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
 from . import topk_rank
-from .backend import BaseBackend, Stopwatch, split_rank
+from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
-from .hf_text import HFText, suffix_ids
+from .hf_text import HFText, load_hf_text, suffix_ids
 from .options import LoadOptions, MissingDependencyError
+from .presets import cache_root
 from .serving import ServingOptions
 from .weights import weights_of
 
@@ -43,33 +53,54 @@ TOP_K = 100
 """Log-probabilities per position: the reference code's ``logprobs=100`` (model/vllm.py), so an
 option is left out (None, and no prediction when all are) as rarely as there. The engine is
 started with ``max_logprobs`` to match (vLLM's default allows 20)."""
+ENGINE_CARDS = "vllm-engines"
+"""Where engine cards live, under the model cache."""
+
+
+@dataclass(frozen=True)
+class EngineCard:
+    """What the started engine decided that the backend needs before any answer: its context
+    window and dtype. Kept in the cache after the first start, so that a run whose answers are
+    all stored never starts the engine (minutes for a big model)."""
+
+    max_model_len: int
+    dtype: str
 
 
 class VLLMBackend(BaseBackend):
-    """The Backend protocol on a ``vllm.LLM``; see the module docstring."""
+    """The Backend protocol on a ``vllm.LLM``; see the module docstring. The engine starts at
+    the first request the store lacks, or at load when no engine card is cached yet."""
 
-    def __init__(self, spec: str, llm: Any, vllm_module: Any, text: HFText,
-                 weights: dict[str, Any] | str, serving: ServingOptions) -> None:
-        super().__init__(spec, text, text.renderer,
-                         int(llm.llm_engine.model_config.max_model_len))
-        self.llm = llm
+    def __init__(self, spec: str, start: Callable[[], Any], vllm_module: Any, text: HFText,
+                 weights: dict[str, Any] | str, serving: ServingOptions,
+                 card: EngineCard) -> None:
+        super().__init__(spec, text, text.renderer, card.max_model_len)
+        self._start = start
         self._vllm = vllm_module
         self.text = text
         self.weights = weights
         self.serving = serving
+        self.card = card
+
+    @cached_property
+    def llm(self) -> Any:
+        """The engine, started by the first request that reaches the model."""
+        try:
+            return self._start()
+        except Exception as exc:  # whatever the engine raises: this cell says it, the run stops
+            raise model_unavailable(self.spec, exc) from exc
 
     def identity(self) -> dict[str, Any]:
         return {
             "backend": "vllm", "weights": self.weights, "text": self.text.identity(),
-            "vllm": self._vllm.__version__, "dtype": str(self.llm.llm_engine.model_config.dtype),
+            "vllm": self._vllm.__version__, "dtype": self.card.dtype,
             "tensor_parallel": self.serving.tensor_parallel, "decoding": "greedy", "rank": TOP_K,
         }
 
     def describe(self) -> dict[str, str]:
-        config = self.llm.llm_engine.model_config
         return {
             "backend": "vllm", "model": self.spec, "window": str(self.context_window),
-            "dtype": str(config.dtype).removeprefix("torch."),
+            "dtype": self.card.dtype.removeprefix("torch."),
             "tensor_parallel": str(self.serving.tensor_parallel),
             "pipeline_parallel": str(self.serving.pipeline_parallel),
             "executor": self.serving.executor or "vLLM's choice", "prefix_caching": "on",
@@ -113,7 +144,9 @@ class VLLMBackend(BaseBackend):
 
 
 def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
-    """Start the engine for ``rest`` (a folder or hub id); the first start takes minutes."""
+    """The backend for ``rest`` (a folder or hub id). The engine starts now only when no run
+    has started it with these settings before (then it takes minutes); else at the first
+    request the store lacks."""
     if not rest:
         raise ValueError("give a model folder or hub id: --model=vllm:PATH_OR_ID")
     try:
@@ -123,9 +156,36 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
     serving = options.serving
     optional = {"gpu_memory_utilization": serving.gpu_memory,
                 "distributed_executor_backend": serving.executor}
-    llm = vllm.LLM(model=rest, tensor_parallel_size=serving.tensor_parallel,
-                   pipeline_parallel_size=serving.pipeline_parallel, dtype=options.dtype,
-                   enable_prefix_caching=True, seed=0, max_logprobs=TOP_K,
-                   **{name: value for name, value in optional.items() if value is not None})
-    text = HFText(llm.get_tokenizer(), options.chat_template)
-    return VLLMBackend(f"vllm:{rest}", llm, vllm, text, weights_of(rest) or rest, serving)
+
+    def start() -> Any:
+        return vllm.LLM(model=rest, tensor_parallel_size=serving.tensor_parallel,
+                        pipeline_parallel_size=serving.pipeline_parallel, dtype=options.dtype,
+                        enable_prefix_caching=True, seed=0, max_logprobs=TOP_K,
+                        **{name: value for name, value in optional.items() if value is not None})
+
+    # The text side is read from the model folder whether the engine starts or not, so a run
+    # that starts it and one that does not count, render and fingerprint alike.
+    text = load_hf_text(rest, options.chat_template)
+    weights = weights_of(rest) or rest
+    path = cache_root(options) / ENGINE_CARDS / (stable_hash(
+        {"model": rest, "weights": weights, "vllm": vllm.__version__, "dtype": options.dtype}
+    )[:24] + ".json")
+    card = _read_card(path)
+    started = None
+    if card is None:
+        started = start()
+        config = started.llm_engine.model_config
+        card = EngineCard(int(config.max_model_len), str(config.dtype))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(card)))
+    backend = VLLMBackend(f"vllm:{rest}", start, vllm, text, weights, serving, card)
+    if started is not None:
+        backend.llm = started  # the cached property's value: the engine is up
+    return backend
+
+
+def _read_card(path: Path) -> EngineCard | None:
+    try:
+        return EngineCard(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):  # none yet, or unreadable: start the engine
+        return None
