@@ -6,6 +6,7 @@ says how full the engine's batches were, which is what ``--lceval-batch-size`` a
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from .models.stored import CallCounter
@@ -13,6 +14,11 @@ from .workers import worker_label
 
 FOLDER = "model-usage"
 FIELDS = ("requests", "batches", "reused", "seconds")
+
+
+def clear_usage(run_dir: Path) -> None:
+    """Forget the counts an earlier run left in a run folder that this run reuses."""
+    shutil.rmtree(run_dir / FOLDER, ignore_errors=True)
 
 
 def write_usage(run_dir: Path, role: str, calls: CallCounter) -> None:

@@ -18,7 +18,7 @@ from .data import DataError
 from .evaluation import Evaluator
 from .grid import Cell, format_depth, format_length
 from .lookahead import Lookahead, selected_cells
-from .model_usage import read_usage, usage_line, write_usage
+from .model_usage import clear_usage, read_usage, usage_line, write_usage
 from .models.base import Backend
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.serving import ServingOptions
@@ -83,6 +83,8 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(StoreRepairedWarning(repaired), stacklevel=2)
     config.stash[SETTINGS] = settings
     config.stash[RUN_DIR] = _run_dir(config, settings)
+    if not hasattr(config, "workerinput"):  # a reused run folder counts this run's usage only
+        clear_usage(config.stash[RUN_DIR])
     config.addinivalue_line(
         "markers", f"{SUITE_MARKER}(suite): expand the test over the suite's cell grid")
     config.stash[MARKERS] = set()

@@ -5,6 +5,7 @@ across xdist workers too; a killed worker's claims must not hold the others up."
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -255,12 +256,14 @@ def _calls(pytester: pytest.Pytester, role: str = "model") -> tuple[int, int]:
     return usage.requests, usage.batches
 
 
+RUNS = itertools.count()
 SAME = ("score", "scores", "case_keys", "samples", "n", "outcome", "depths_achieved",
         "input_tokens_mean")
 
 
 def _run(pytester: pytest.Pytester, store: str, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(
+    """A run into a folder of its own (two runs within a second would share a timestamped one)."""
+    return pytester.runpytest(f"--lceval-run=run-{next(RUNS)}",
         "--model=mock:grep?miss=40-60", "--lengths=1k,2k", "--depths=0,50,100",
         "--samples=5", "--lceval-tasks=niah_single_1,niah_multikey_1", "--lceval-batch-size=64",
         f"--lceval-store={store}", "-p", "no:randomly", *args)
@@ -319,11 +322,11 @@ def test_judge_requests_of_many_cells_share_the_judges_calls(
     args = ("--model=mock:grep", "--lceval-judge=mock:judge", "--lengths=1k,2k",
             "--samples=4", "--lceval-batch-size=64", "-p", "no:randomly")
     pytester.runpytest(*args, "--lceval-store=alone.sqlite", "--lceval-lookahead=0",
-                       ).assert_outcomes(passed=2)
+                       f"--lceval-run=run-{next(RUNS)}").assert_outcomes(passed=2)
     alone = _cells(pytester)
     assert _calls(pytester, "judge") == (8, 2)
     pytester.runpytest(*args, "--lceval-store=ahead.sqlite", "--lceval-lookahead=8",
-                       ).assert_outcomes(passed=2)
+                       f"--lceval-run=run-{next(RUNS)}").assert_outcomes(passed=2)
     assert _calls(pytester, "judge") == (8, 1)  # both cells in one call
     ahead = _cells(pytester)
     for nodeid, cell in alone.items():
@@ -341,10 +344,10 @@ def test_task_haystack_rank_requests_of_many_cells_share_calls(
     pytester.makepyfile(test_task_haystack=HAYSTACK)
     args = ("--model=mock:icl", "--haystack-ntasks=4", "-p", "no:randomly")
     pytester.runpytest(*args, "--lceval-store=alone.sqlite", "--lceval-lookahead=0",
-                       ).assert_outcomes(passed=4)
+                       f"--lceval-run=run-{next(RUNS)}").assert_outcomes(passed=4)
     alone, alone_calls = _cells(pytester), _calls(pytester)
     pytester.runpytest(*args, "--lceval-store=ahead.sqlite", "--lceval-lookahead=1000",
-                       ).assert_outcomes(passed=4)
+                       f"--lceval-run=run-{next(RUNS)}").assert_outcomes(passed=4)
     ahead, ahead_calls = _cells(pytester), _calls(pytester)
     assert ahead_calls[0] == alone_calls[0] and ahead_calls[1] < alone_calls[1]
     for nodeid, cell in alone.items():
@@ -352,3 +355,12 @@ def test_task_haystack_rank_requests_of_many_cells_share_calls(
         assert cell["metrics"]["l_correct"] == ahead[nodeid]["metrics"]["l_correct"]
         assert cell["metrics"]["s_correct"] == ahead[nodeid]["metrics"]["s_correct"]
         assert cell["case_keys"] == ahead[nodeid]["case_keys"]
+
+
+def test_a_reused_run_folder_counts_only_the_new_runs_usage(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_recall=RECALL)
+    for _ in range(2):
+        pytester.runpytest("--model=mock:grep", "--lengths=1k", "--samples=2",
+                           "--lceval-tasks=niah_single_1", "--lceval-run=same",
+                           "-p", "no:randomly").assert_outcomes(passed=6)
+    assert _calls(pytester) == (0, 0)  # the first run's 12 requests are not counted again
