@@ -161,12 +161,13 @@ def test_a_killed_workers_claims_do_not_hold_up_the_others(tmp_path: Path) -> No
          "time.sleep(600)\n"],
         stdout=subprocess.PIPE, text=True)
     assert worker.stdout is not None and worker.stdout.readline().strip() == "claimed"
+    assert model.store.claim(model.fingerprint, keys, "elsewhere:2") == ([], keys)  # it holds
     worker.send_signal(signal.SIGKILL)
     worker.wait()
-    started = time.perf_counter()
+    # Its claims are void at once (not after CLAIM_SECONDS): this process answers them.
+    assert model.store.claim(model.fingerprint, keys, model.owner) == (keys, [])
     answers = model.generate([_request(i) for i in range(3)])
     assert len(answers) == 3 and backend.sizes == [3]
-    assert time.perf_counter() - started < 5
 
 
 class AskingSuite(Suite):
