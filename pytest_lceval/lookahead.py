@@ -135,7 +135,7 @@ class Gather:
             progress = CellProgress(f"{self.label} ({len(group)} cells)")
             started = time.perf_counter()
             try:
-                answers, fresh = model.answer_now(group[0].kind, requests, progress)
+                answers, answered = model.answer_now(group[0].kind, requests, progress)
             except Exception as exc:  # each asking measurement raises it
                 for ask in group:
                     ask.error = exc
@@ -144,17 +144,16 @@ class Gather:
                 progress.close()
             seconds = time.perf_counter() - started
             position, credited = 0, []
-            for ask in group:
+            for ask in group:  # a request two cells asked counts for the first
                 ask.answers = answers[position:position + len(ask.requests)]
+                credited.append(sum(answered[position:position + len(ask.requests)]))
                 position += len(ask.requests)
-                mine = {request.key() for request in ask.requests} & fresh
-                fresh -= mine  # a request two cells asked counts for the first
-                credited.append(len(mine))
             # The call's seconds split by the requests each ask had answered (evenly when the
             # store had them all), so that cells' seconds_model add up to the call's.
             weights = credited if sum(credited) else [1] * len(group)
-            for ask, answered, weight in zip(group, credited, weights, strict=True):
-                model.calls.credit(ask.thread, answered, seconds * weight / sum(weights))
+            for ask, requests_answered, weight in zip(group, credited, weights, strict=True):
+                model.calls.credit(ask.thread, requests_answered,
+                                   seconds * weight / sum(weights))
 
 
 @dataclass

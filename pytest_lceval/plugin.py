@@ -125,13 +125,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"lengths {','.join(format_length(n) for n in settings.lengths)}, depths "
             f"{','.join(format_depth(d) for d in settings.depths)}, "
             f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
-        f"lceval: backend calls of up to {settings.batch_size} requests; " + (
-            f"cells measured together, {settings.lookahead} cases at a time (--lceval-lookahead)"
-            if settings.lookahead else "one cell at a time (--lceval-lookahead=0, the default "
-            "for a model on this CPU)" if settings.lookahead_auto else
-            "one cell at a time (--lceval-lookahead=0)"),
+        _batching_line(settings),
         *(line for suite in suites_of(config).values() for line in suite.header()),
     ]
+
+
+def _batching_line(settings: Settings) -> str:
+    calls = f"lceval: backend calls of up to {settings.batch_size} requests; "
+    if settings.lookahead:
+        return calls + (f"cells measured together, {settings.lookahead} cases at a time "
+                        f"(--lceval-lookahead)")
+    why = ", the default for a model on this CPU" if settings.lookahead_auto else ""
+    return calls + f"one cell at a time (--lceval-lookahead=0{why})"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

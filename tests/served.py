@@ -100,12 +100,3 @@ def stored_answers(path: Path) -> int:
         store.close()
 
 
-RECALL_SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="recall")
-
-
-def test_recall(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""

@@ -13,6 +13,7 @@ from typing import Any
 
 import openai
 import pytest
+from toy_suite import RECALL_SUITE
 
 from pytest_lceval.models.backend import BaseBackend, split_rank
 from pytest_lceval.models.base import Backend
@@ -125,15 +126,6 @@ def pytest_lceval_make_backend(spec, options):
     return Echo(spec) if spec.startswith("echo:") else None
 """
 
-RECALL_SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="recall")
-
-
-def test_recall(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 ARGS = ["--lceval-tasks", "niah_single_1", "--lengths", "256", "--depths", "50", "--samples",
         "2", "--lceval-threshold", "0", "-p", "no:randomly"]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_suite import RECALL_SUITE
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -29,15 +30,6 @@ from pytest_lceval.models.stored import StoredModel  # noqa: E402
 from pytest_lceval.records import GenerateRequest, Prompt  # noqa: E402
 from pytest_lceval.store import Store  # noqa: E402
 
-RECALL_SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="recall")
-
-
-def test_recall(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 REFUSE_WEIGHTS = """
 import pytest
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from toy_suite import JUDGED_SUITE, JUDGED_TASK
+from toy_suite import JUDGED_SUITE, JUDGED_TASK, RECALL_SUITE
 
 from pytest_lceval.grid import Cell
 from pytest_lceval.lookahead import Gather, Lookahead
@@ -236,15 +236,6 @@ def test_auto_lookahead_is_off_only_for_a_model_on_this_cpu(
 
 # -- whole runs: identical results, each request once ------------------------------------
 
-RECALL = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="recall")
-
-
-def test_recall(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 def _cells(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
     lines = [json.loads(line) for line in
              (pytester.path / "reports" / "latest" / "results.jsonl").read_text().splitlines()]
@@ -271,7 +262,7 @@ def _run(pytester: pytest.Pytester, store: str, *args: str) -> pytest.RunResult:
 
 
 def test_lookahead_gives_each_cell_the_result_it_gets_alone(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_recall=RECALL)
+    pytester.makepyfile(test_recall=RECALL_SUITE)
     _run(pytester, "alone.sqlite", "--lceval-lookahead=0").assert_outcomes(passed=8, failed=4)
     alone = _cells(pytester)
     assert _calls(pytester) == (60, 12)  # one call per cell
@@ -294,14 +285,14 @@ def test_lookahead_gives_each_cell_the_result_it_gets_alone(pytester: pytest.Pyt
 
 def test_lookahead_follows_the_selection(pytester: pytest.Pytester) -> None:
     """Only selected cells are measured ahead: -k leaves the others unasked."""
-    pytester.makepyfile(test_recall=RECALL)
+    pytester.makepyfile(test_recall=RECALL_SUITE)
     _run(pytester, "s.sqlite", "--lceval-lookahead=1000", "-k", "1k").assert_outcomes(
         passed=4, failed=2)
     assert _calls(pytester) == (30, 1)
 
 
 def test_two_workers_answer_each_request_once(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_recall=RECALL)
+    pytester.makepyfile(test_recall=RECALL_SUITE)
     _run(pytester, "alone.sqlite", "--lceval-lookahead=0").assert_outcomes(passed=8, failed=4)
     alone = _cells(pytester)
     _run(pytester, "two.sqlite", "--lceval-lookahead=30", "-n", "2").assert_outcomes(
@@ -359,7 +350,7 @@ def test_task_haystack_rank_requests_of_many_cells_share_calls(
 
 
 def test_a_reused_run_folder_counts_only_the_new_runs_usage(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_recall=RECALL)
+    pytester.makepyfile(test_recall=RECALL_SUITE)
     for _ in range(2):
         pytester.runpytest("--model=mock:grep", "--lengths=1k", "--samples=2",
                            "--lceval-tasks=niah_single_1", "--lceval-run=same",

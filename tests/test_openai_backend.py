@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from served import RECALL_SUITE, Served, stored_answers
+from served import Served, stored_answers
+from toy_suite import RECALL_SUITE
 
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell

@@ -19,8 +19,9 @@ from typing import Any
 import openai
 import pytest
 from fake_openai import FakeServer, Reply, Seen, completion, default_answer, models
-from served import RECALL_SUITE, Served, stored_answers
+from served import Served, stored_answers
 from test_openai_client import small_encoding
+from toy_suite import RECALL_SUITE
 
 from pytest_lceval.models import openai_api, openai_setup
 from pytest_lceval.models.openai_api import OpenAIBackend, ServerError

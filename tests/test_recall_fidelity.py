@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from run_outputs import read_results
 from scipy.special import zeta
+from toy_suite import RECALL_SUITE
 
 from pytest_lceval.chat_choice import renderer_for
 from pytest_lceval.data import DataSource
@@ -250,15 +251,6 @@ def test_the_evaluator_builds_recall_cases_from_the_raw_prompt_under_auto() -> N
     assert evaluator("on", backend).context_for(task).renderer.uses_template
 
 
-RECALL_SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="recall")
-
-
-def test_recall(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 
 
 @pytest.mark.parametrize(("option", "recorded"), [("auto", "off"), ("on", "on")])

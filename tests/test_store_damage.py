@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.store import Store, StoreCorruptionWarning, StoreError
 from pytest_lceval.store_repair import StoreUsageError, check_store
@@ -325,16 +326,6 @@ def test_paths_that_cannot_hold_a_store_are_usage_errors(
     assert str(target) in str(raised.value) and "\n" not in str(raised.value)
 
 
-SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="toy")
-
-
-def test_cell(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
-TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
 ARGS = ["--model", "mock:grep", "--lengths", "256,512", "--depths", "0,50", "--samples", "2",
         "-p", "no:randomly", "-p", "no:cacheprovider"]
 

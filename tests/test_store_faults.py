@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from run_outputs import read_results
+from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.registry import LoadOptions
@@ -22,16 +23,6 @@ from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.records import GenerateRequest
 from pytest_lceval.store import Store, StoreCorruptionWarning
 
-TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
-SUITE = """
-import pytest
-
-pytestmark = pytest.mark.lceval(suite="toy")
-
-
-def test_cell(lc_cell, lc_eval):
-    lc_eval.check(lc_eval.run(lc_cell))
-"""
 SLOW_BACKEND = """
 import os, time
 from pytest_lceval.models.mock import MockBackend

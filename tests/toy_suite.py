@@ -1,4 +1,4 @@
-"""The toy task and its one-test suite, as source text for inner (pytester) runs."""
+"""One-test suites and the toy task, as source text for inner (pytester) runs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ pytestmark = pytest.mark.lceval(suite="toy")
 def test_cell(lc_cell, lc_eval):
     lc_eval.check(lc_eval.run(lc_cell))
 """
+RECALL_SUITE = SUITE.replace('suite="toy"', 'suite="recall"').replace("test_cell", "test_recall")
+"""The one-test module of the built-in recall suite."""
 JUDGED_SUITE = SUITE.replace('suite="toy"', 'suite="judged"')
 """The one-test module of the judged toy suite."""
 JUDGED_TASK = '''

@@ -106,20 +106,21 @@ class StoredModel:
         if gatherer is not None:
             return gatherer.ask(self, kind, requests, progress)
         started = time.perf_counter()
-        answers, fresh = self.answer_now(kind, requests, progress)
-        self.calls.credit(threading.get_ident(), len(fresh), time.perf_counter() - started)
+        answers, answered = self.answer_now(kind, requests, progress)
+        self.calls.credit(threading.get_ident(), sum(answered), time.perf_counter() - started)
         return answers
 
     def answer_now(self, kind: str, requests: Sequence[Any],
-                   progress: Progress | None = None) -> tuple[list[Any], set[str]]:
-        """The answers to ``requests`` in order, and the keys this call had the model answer."""
+                   progress: Progress | None = None) -> tuple[list[Any], list[bool]]:
+        """The answers to ``requests`` in order, and for each whether this call had the model
+        answer it (True only at the first of requests that are the same)."""
         if kind == "generate":
             return self._answer(requests, self.backend.generate, _generation, progress)
         return self._answer(requests, self.backend.rank, _ranking, progress)
 
     def _answer(self, requests: Sequence[R], call: Callable[[Sequence[R]], list[A]],
                 load: Callable[[dict[str, Any]], A], progress: Progress | None
-                ) -> tuple[list[A], set[str]]:
+                ) -> tuple[list[A], list[bool]]:
         started = time.perf_counter()
         fingerprint = self.backend.fingerprint
         keys = [request.key() for request in requests]
@@ -164,7 +165,9 @@ class StoredModel:
                 done += len(landed)
             pending = [key for key in theirs if key not in answers]
         self.calls.seconds += time.perf_counter() - started
-        return [answers[key] for key in keys], fresh
+        first = {key: index for index, key in reversed(list(enumerate(keys)))}
+        return ([answers[key] for key in keys],
+                [key in fresh and first[key] == index for index, key in enumerate(keys)])
 
 
 def _generation(value: dict[str, Any]) -> Generation:
