@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_outputs import read_results
 
 from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
@@ -238,9 +239,7 @@ def test_suite_runs_every_task_with_a_judge(pytester: pytest.Pytester) -> None:
                                  "--samples", "2", "--lceval-run", "j", "--lceval-threshold", "0",
                                  "-p", "no:randomly")
     outcome.assert_outcomes(passed=4)
-    rows = {row["task"]: row for row in
-            map(json.loads, (pytester.path / "reports" / "j" / "results.jsonl").read_text()
-                .splitlines())}
+    rows = {row["task"]: row for row in read_results(pytester, "j")}
     assert sorted(rows) == sorted(TASKS)
     for task, row in rows.items():
         assert row["n"] == 2 and row["judge"].startswith("mock:judge@")
