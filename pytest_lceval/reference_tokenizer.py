@@ -44,7 +44,8 @@ class ReferenceTokenizer:
                       seed: int) -> BuildContext:
         """Generators slice and count in the reference tokenizer; the prompt they render is
         the model's (its chat template), so the model is fed exactly the text counted here."""
-        renderer = Renderer(model_renderer.template, self.text.count)
+        renderer = Renderer(model_renderer.template, self.text.count,
+                            count_joined=self.text.renderer.count_joined)
         return BuildContext(self.text, renderer, data, seed)
 
 

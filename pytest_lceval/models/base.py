@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
+from .joined_count import Part
 
 
 class Tokenizer(Protocol):
@@ -33,6 +34,9 @@ class Renderer:
     count: Callable[[str], int]
     fixed: bool = False
     """The server applies the template itself (a chat API), so a prompt cannot go without it."""
+    count_joined: Callable[[str, str, Sequence[Part], tuple[int, int]], int | None] | None = None
+    """``count`` of a rendered prompt from the parts its context was joined from, without
+    tokenising it (``joined_count``); None, or a None answer, when that is not exact."""
 
     @property
     def uses_template(self) -> bool:
@@ -40,7 +44,9 @@ class Renderer:
 
     def without_template(self) -> Renderer:
         """The raw-prompt rendering with the same counting; itself when the template is fixed."""
-        return self if self.fixed or self.template is None else Renderer(None, self.count)
+        if self.fixed or self.template is None:
+            return self
+        return Renderer(None, self.count, count_joined=self.count_joined)
 
     def render(self, prompt: Prompt) -> str:
         head = self.template(prompt.user) if self.template else prompt.user

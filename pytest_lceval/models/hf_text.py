@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Renderer, Tokenizer
+from .joined_count import JoinedCounter, rule_of
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 
@@ -27,15 +28,31 @@ class HFText:
         self.hf = tokenizer
         self._bos: str | None = tokenizer.bos_token
         self.chat_template = _chat_template(tokenizer, chat_template)
-        self.renderer = Renderer(self.template if self.chat_template else None, self.count)
         rust = getattr(tokenizer, "backend_tokenizer", None)
         self._rust = rust if hasattr(rust, "encode_batch_fast") else None
         """The Rust tokenizer of a fast tokenizer whose version has ``encode_batch_fast``."""
+        rule = rule_of(rust) if rust is not None else None
+        self.joined = JoinedCounter(rule, self.encode, self.count) if rule else None
+        """Counts a long prompt from its parts' counts, when this tokenizer's counts add up."""
+        self.renderer = Renderer(self.template if self.chat_template else None, self.count,
+                                 count_joined=self.joined.count if self.joined else None)
 
     # -- Tokenizer protocol ----------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
         return self._ids(text, add_special_tokens=False)
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """``encode`` of each text in one call: the Rust tokenizer's batch runs on every core,
+        and a haystack of short items (needles, JSON pairs) is thousands of them."""
+        return self._batch(texts, add_special_tokens=False)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """The length of each text's ``encode``, without making the lists of ids."""
+        encodings = self._fast(texts, add_special_tokens=False)
+        if encodings is None:
+            return [len(ids) for ids in self.encode_many(texts)]
+        return list(map(len, encodings))
 
     def decode(self, ids: Sequence[int]) -> str:
         text: str = self.hf.decode(list(ids), clean_up_tokenization_spaces=False)
@@ -58,18 +75,27 @@ class HFText:
         return len(self.prompt_ids(text))
 
     def _ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        return self._batch([text], add_special_tokens)[0]
+
+    def _batch(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[int]]:
+        encodings = self._fast(texts, add_special_tokens)
+        if encodings is None:
+            return [self.hf(text, add_special_tokens=add_special_tokens)["input_ids"]
+                    for text in texts]
+        return [encoding.ids for encoding in encodings]
+
+    def _fast(self, texts: Sequence[str], add_special_tokens: bool) -> list[Any] | None:
         """A fast tokenizer's own ``encode_batch_fast`` gives the same ids as calling the
-        tokenizer without the character offsets: half the time on a 128k prompt (fitting a case
-        measures its whole prompt) and a third of it for the many short pieces a haystack is
-        built from. Not while the Rust tokenizer carries truncation or padding settings, which
-        the tokenizer's call resets and this one would obey."""
+        tokenizer without the character offsets: half the time on a 128k prompt and a third of
+        it for the many short pieces a haystack is built from. None while the Rust tokenizer
+        carries truncation or padding settings, which the tokenizer's call resets and this one
+        would obey."""
         rust = self._rust
         if rust is None or rust.truncation or rust.padding:
-            ids: list[int] = self.hf(text, add_special_tokens=add_special_tokens)["input_ids"]
-            return ids
-        encoding = rust.encode_batch_fast([text], add_special_tokens=add_special_tokens)[0]
-        fast: list[int] = encoding.ids
-        return fast
+            return None
+        encodings: list[Any] = rust.encode_batch_fast(list(texts),
+                                                      add_special_tokens=add_special_tokens)
+        return encodings
 
     def option_ids(self, prompt: str, options: Sequence[str]) -> list[int]:
         """Each option's first token as it would follow ``prompt`` (see first_token_ids)."""

@@ -13,11 +13,12 @@ numbers, never loops (METHODS mistake 9).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from ..models.base import Renderer
+from ..models.joined_count import Part
 from ..records import Prompt
 from .base import CellDoesNotFit
 
@@ -35,6 +36,20 @@ class Built(Protocol):
 
     @property
     def tokens(self) -> int: ...
+
+
+@runtime_checkable
+class Joined(Protocol):
+    """A built context that keeps the parts it was joined from (``haystack_text.Context``)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def parts(self) -> Sequence[Part]: ...
+
+    @property
+    def trim(self) -> tuple[int, int]: ...
 
 
 B = TypeVar("B", bound=Built)
@@ -116,4 +131,14 @@ def fit(frame: Frame, build: Callable[[int], B], renderer: Renderer, length: int
 def _render(frame: Frame, context: B, renderer: Renderer) -> Fitted[B]:
     prompt = frame.prompt(context.text)
     rendered = renderer.render(prompt)
-    return Fitted(context, prompt, rendered, renderer.count(rendered))
+    return Fitted(context, prompt, rendered, _count(renderer, rendered, context))
+
+
+def _count(renderer: Renderer, rendered: str, context: Built) -> int:
+    """The rendered prompt's count; from the context's parts when they were kept and the
+    renderer can add their counts exactly (a 128k prompt is then never tokenised whole)."""
+    if isinstance(context, Joined) and renderer.count_joined is not None:
+        counted = renderer.count_joined(rendered, context.text, context.parts, context.trim)
+        if counted is not None:
+            return counted
+    return renderer.count(rendered)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 import weakref
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..models.base import Tokenizer
 
@@ -49,6 +49,29 @@ class Piece:
     """Prose that may be cut at a word boundary when no sentence boundary is near the depth."""
 
 
+@runtime_checkable
+class BatchTokenizer(Protocol):
+    """A tokenizer that encodes many texts in one call (``HFText``)."""
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+
+def token_ids(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """The ids of each text alone, in one batch where the tokenizer has one."""
+    if isinstance(tokenizer, BatchTokenizer):
+        return tokenizer.encode_many(texts)
+    return [tokenizer.encode(text) for text in texts]
+
+
+def token_counts(tokenizer: Tokenizer, texts: Sequence[str]) -> list[int]:
+    """The count of each text alone, in one batch where the tokenizer has one."""
+    if isinstance(tokenizer, BatchTokenizer):
+        return tokenizer.count_many(texts)
+    return [len(tokenizer.encode(text)) for text in texts]
+
+
 def piece(tokenizer: Tokenizer, text: str, tag: str | None = None) -> Piece:
     """A key item: counted once, never split."""
     return Piece(text, len(tokenizer.encode(text)), tag)
@@ -56,10 +79,22 @@ def piece(tokenizer: Tokenizer, text: str, tag: str | None = None) -> Piece:
 
 @dataclass(frozen=True)
 class TokenizedCorpus:
-    """Units of a text (sentences with their leading whitespace), each tokenised once."""
+    """Units of a text (sentences with their leading whitespace), each tokenised once.
+
+    The units' pieces and their running token totals are made once too: a 128k-token haystack
+    is ~5,000 sentences, and taking them is then a search and a slice, not a loop."""
 
     units: tuple[str, ...]
     ids: tuple[tuple[int, ...], ...]
+    pieces: tuple[Piece, ...] = field(init=False)
+    totals: tuple[int, ...] = field(init=False)
+    """``totals[i]``: the tokens of units ``0..i-1``."""
+
+    def __post_init__(self) -> None:
+        pieces = tuple(Piece(unit, len(ids), splittable=True)
+                       for unit, ids in zip(self.units, self.ids, strict=True))
+        object.__setattr__(self, "pieces", pieces)
+        object.__setattr__(self, "totals", (0, *accumulate(map(len, self.ids))))
 
     def take(self, tokenizer: Tokenizer, start: int, budget: int) -> list[Piece]:
         """Units from ``start`` (cycling) worth ``budget`` tokens; the last one cut at a token.
@@ -68,17 +103,18 @@ class TokenizedCorpus:
         ``assemble`` strips the context's start.
         """
         pieces: list[Piece] = []
-        left, index = budget, start % len(self.units)
+        left, index, totals = budget, start % len(self.units), self.totals
         while left > 0:
-            ids = self.ids[index]
-            if len(ids) <= left:
-                pieces.append(Piece(self.units[index], len(ids), splittable=True))
-                left -= len(ids)
-            else:
-                pieces.append(_partial(tokenizer, ids, left))
-                left = 0
-            index = (index + 1) % len(self.units)
-        return [p for p in pieces if p.text]
+            end = bisect_right(totals, totals[index] + left, lo=index) - 1
+            pieces += self.pieces[index:end]
+            left -= totals[end] - totals[index]
+            if end < len(self.units):
+                if left > 0:
+                    cut = _partial(tokenizer, self.ids[end], left)
+                    pieces += [cut] if cut.text else []
+                break
+            index = 0
+        return pieces
 
 
 def _partial(tokenizer: Tokenizer, ids: Sequence[int], count: int) -> Piece:
@@ -110,7 +146,7 @@ def tokenized(tokenizer: Tokenizer, units: tuple[str, ...]) -> TokenizedCorpus:
     cache = tokenizer_cache(tokenizer)
     key = ("corpus", units)
     if key not in cache:
-        cache[key] = TokenizedCorpus(units, tuple(tuple(tokenizer.encode(u)) for u in units))
+        cache[key] = TokenizedCorpus(units, tuple(map(tuple, token_ids(tokenizer, units))))
     corpus: TokenizedCorpus = cache[key]
     return corpus
 
@@ -190,6 +226,11 @@ class Context:
     tokens: int
     depths: tuple[tuple[str, float], ...]
     """(tag, achieved depth in percent) of every key item, in context order."""
+    parts: tuple[Piece, ...] = ()
+    """The pieces joined into ``text``, so that a prompt holding it can be counted from their
+    counts (``Renderer.count_joined``)."""
+    trim: tuple[int, int] = (0, 0)
+    """Characters ``finish`` took off the joined pieces' start and end."""
 
     def depth_of(self, tag: str) -> float:
         return next(depth for name, depth in self.depths if name == tag)
@@ -207,4 +248,8 @@ def assemble(pieces: Sequence[Piece], finish: Callable[[str], str] = str.lstrip)
             rest = total - part.tokens
             depths.append((part.tag, 100.0 * before / rest if rest > 0 else 0.0))
         before += part.tokens
-    return Context(finish("".join(p.text for p in pieces)), total, tuple(depths))
+    joined = "".join(p.text for p in pieces)
+    text = finish(joined)
+    start = joined.find(text) if text else 0
+    return Context(text, total, tuple(depths), tuple(pieces),
+                   (start, len(joined) - len(text) - start))

@@ -52,9 +52,13 @@ ANSWER_PREFIX = "Corresponding value:"
 
 
 def _pair(tokenizer: Tokenizer, key: str, value: str, tag: str | None) -> Piece:
+    return piece(tokenizer, _pair_text(key, value), tag)
+
+
+def _pair_text(key: str, value: str) -> str:
     """One pair on its own line. The newline leads and the comma trails, so pieces meet at
     whitespace and their counts add up; ``_close`` trims the first newline and last comma."""
-    return piece(tokenizer, f'\n "{key}": "{value}",', tag)
+    return f'\n "{key}": "{value}",'
 
 
 def _close(joined: str) -> str:
@@ -90,7 +94,7 @@ class JsonKvTask:
                       cell.depth if cell.depth is not None else rng.uniform(0, 100)))
         key_tokens = sum(item.tokens for item, _ in items)
         stream = shared_stream(tokenizer, (self.name, context.seed, index), lambda: self._filler(
-            tokenizer, Draw(filler_rng, "uuid", set(uuids.taken))))
+            Draw(filler_rng, "uuid", set(uuids.taken))))
 
         def build(budget: int) -> Context:
             return assemble(place(fill(stream, budget - key_tokens), items), _close)
@@ -106,7 +110,7 @@ class JsonKvTask:
                          fitted.context.depth_of("gold"), meta)
 
     @staticmethod
-    def _filler(tokenizer: Tokenizer, uuids: Draw) -> Iterator[Piece]:
+    def _filler(uuids: Draw) -> Iterator[str]:
         while True:
-            yield _pair(tokenizer, uuids(), uuids(), None)
+            yield _pair_text(uuids(), uuids())
 

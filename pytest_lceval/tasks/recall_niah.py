@@ -168,7 +168,10 @@ class NiahTask:
         return Draws(query, golds, [(keys(), values()) for _ in range(self.distractors)])
 
     def _needle(self, tokenizer: Tokenizer, pair: tuple[str, str], tag: str | None) -> Piece:
-        return piece(tokenizer, self._lead + self.wording.needle(*pair), tag)
+        return piece(tokenizer, self._needle_text(pair), tag)
+
+    def _needle_text(self, pair: tuple[str, str]) -> str:
+        return self._lead + self.wording.needle(*pair)
 
     def _haystack(self, context: BuildContext, rng: random.Random, filler_rng: random.Random,
                   drawn: tuple[Draw, Draw], index: int) -> _Prose | _Needles:
@@ -176,9 +179,8 @@ class NiahTask:
         if self.haystack == "needle":
             keys, values = drawn
 
-            def needles() -> Iterator[Piece]:
-                return self._filler(context.tokenizer,
-                                    Draw(filler_rng, self.key_kind, set(keys.taken)),
+            def needles() -> Iterator[str]:
+                return self._filler(Draw(filler_rng, self.key_kind, set(keys.taken)),
                                     Draw(filler_rng, self.value_kind, set(values.taken)))
 
             key = (self.name, context.seed, index)
@@ -190,9 +192,9 @@ class NiahTask:
         start = rng.randrange(len(text.units)) if essay else 0
         return _Prose(text, context.tokenizer, start, source, cuttable=essay)
 
-    def _filler(self, tokenizer: Tokenizer, keys: Draw, values: Draw) -> Iterator[Piece]:
+    def _filler(self, keys: Draw, values: Draw) -> Iterator[str]:
         while True:
-            yield self._needle(tokenizer, (keys(), values()), None)
+            yield self._needle_text((keys(), values()))
 
 
 @dataclass(frozen=True)

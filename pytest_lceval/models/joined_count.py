@@ -1,0 +1,243 @@
+"""Exact token counts of a long prompt from the counts of the parts it was joined from.
+
+Fitting a case measures its whole rendered prompt (:mod:`..tasks.fitting`): at 128k tokens that
+one tokenisation is ~0.15 s, nine tenths of the case's build time, while the haystack's sentences
+and needles were each counted already. For tokenizers whose splitting is known, the prompt's
+count follows from those counts exactly, without tokenising the prompt again.
+
+Why it is exact. A byte-level BPE tokenizer (GPT-2's, Llama-3's, Qwen2's, SmolLM2's) first cuts
+the text with a regular expression into pre-tokens and merges only inside a pre-token. The
+expressions known here have no look-behind, and none of their alternatives matches a
+non-whitespace character followed by a whitespace character, except Llama-3's and Qwen2's
+punctuation run, which takes the line breaks after it (``" ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"``).
+So at a *safe cut* (a non-whitespace character, then a space, tab or line break, and not
+punctuation then a line break for those two) no pre-token crosses, each side is cut into the
+same pre-tokens on its own as in the whole, and the count of the whole is the sum of the counts
+of the sides. Added tokens (``<|im_start|>``) are cut out first; none of them may contain
+whitespace or strip it, so none crosses a safe cut either.
+
+Parts do not always meet at a safe cut (a line break after a sentence's full stop, for
+Llama-3; a template's trailing line break). Such a seam is measured in a window from the last
+safe cut inside the left part to the first one inside the right part: the seam adds
+``count(window) - count(window's left side) - count(window's right side)`` tokens, and windows
+are cached by their text. When a part has no safe cut for a window, or the tokenizer is not
+one of the known kinds (SentencePiece models, other expressions), the caller tokenises the
+whole prompt as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any, Protocol
+
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+"""The expression of a ByteLevel pre-tokenizer with ``use_regex`` (GPT-2, SmolLM2)."""
+LINE_BREAK_PATTERNS = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",  # noqa: E501  (Llama-3)
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",  # noqa: E501  (Qwen2)
+)
+"""Split expressions whose punctuation run takes the line breaks that follow it."""
+CUT_WHITESPACE = frozenset(" \t\n\r")
+"""What may follow a safe cut: whitespace to every regex engine (Python's ``isspace`` and
+Unicode's White_Space disagree on a few control and format characters)."""
+LINE_BREAKS = frozenset("\r\n")
+_NOT_CUT_WHITESPACE = re.compile(r"[^ \t\n\r]")
+_WHITESPACE = re.compile(r"[\s\u180e\u200b]")
+_LINE_BREAK = re.compile(r"[\r\n]")
+_TEXT, _TOKENS = attrgetter("text"), attrgetter("tokens")
+_FIRST, _LAST = itemgetter(0), itemgetter(-1)
+SPECIALS_PROBE = 64
+"""Characters of a prompt's start that decide which special tokens the backend adds."""
+
+
+class Part(Protocol):
+    """A run of text and its token count when tokenised alone, without special tokens."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class CutRule:
+    """Where a text may be cut so that its count is the sum of the counts of its sides."""
+
+    line_break_after_punctuation: bool
+    """Whether a line break may follow punctuation at a cut (not for Llama-3 or Qwen2)."""
+
+    def safe(self, before: str, after: str) -> bool:
+        """Whether a cut between the characters ``before`` and ``after`` is safe."""
+        if after not in CUT_WHITESPACE or before.isspace() or before in "\u180e\u200b":
+            return False
+        return self.line_break_after_punctuation or after not in LINE_BREAKS \
+            or unicodedata.category(before)[0] in "LN"
+
+    def last_cut(self, text: str) -> int | None:
+        """The last safe cut strictly inside ``text``, or None."""
+        for position in range(len(text) - 1, 0, -1):
+            if text[position] in CUT_WHITESPACE and self.safe(text[position - 1], text[position]):
+                return position
+        return None
+
+    def first_cut(self, text: str) -> int | None:
+        """The first safe cut strictly inside ``text``, or None."""
+        for position in range(1, len(text)):
+            if text[position] in CUT_WHITESPACE and self.safe(text[position - 1], text[position]):
+                return position
+        return None
+
+
+def cut_rule(tokenizer_json: dict[str, Any]) -> CutRule | None:
+    """The cut rule of a Rust tokenizer's JSON, or None when its counts cannot be shown to add.
+
+    Conservative on purpose: any normaliser but NFC, any pre-tokenizer step other than the known
+    splits, ByteLevel and digit splitting, BPE dropout, or an added token that holds or strips
+    whitespace, and the prompt is tokenised whole.
+    """
+    model = tokenizer_json.get("model") or {}
+    if model.get("type") != "BPE" or model.get("dropout"):
+        return None
+    normalizer = tokenizer_json.get("normalizer")
+    if normalizer is not None and normalizer.get("type") != "NFC":
+        return None
+    for added in tokenizer_json.get("added_tokens") or []:
+        content = added.get("content", "")
+        if any(c.isspace() for c in content) or added.get("lstrip") or added.get("rstrip") \
+                or added.get("single_word"):
+            return None
+    steps = _steps(tokenizer_json.get("pre_tokenizer"))
+    if steps is None:
+        return None
+    line_break_after_punctuation, splits = True, False
+    for step in steps:
+        kind = step.get("type")
+        if kind == "ByteLevel":
+            if step.get("add_prefix_space"):
+                return None
+            splits = splits or bool(step.get("use_regex", True))
+        elif kind == "Split":
+            pattern = (step.get("pattern") or {}).get("Regex")
+            if step.get("invert") or step.get("behavior") != "Isolated":
+                return None
+            if pattern in LINE_BREAK_PATTERNS:
+                line_break_after_punctuation = False
+            elif pattern != GPT2_PATTERN:
+                return None
+            splits = True
+        elif kind != "Digits":
+            return None
+    return CutRule(line_break_after_punctuation) if splits else None
+
+
+def _steps(pre_tokenizer: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    if pre_tokenizer is None:
+        return None
+    if pre_tokenizer.get("type") == "Sequence":
+        steps: list[dict[str, Any]] = pre_tokenizer.get("pretokenizers") or []
+        return steps
+    return [pre_tokenizer]
+
+
+@dataclass
+class JoinedCounter:
+    """Counts a rendered prompt from the parts its context was joined from (see module doc)."""
+
+    rule: CutRule
+    encode: Callable[[str], list[int]]
+    """Ids without special tokens."""
+    count_prompt: Callable[[str], int]
+    """The backend's count of a rendered prompt, special tokens included."""
+    _seams: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def count(self, rendered: str, context: str, parts: Sequence[Part],
+              trim: tuple[int, int] = (0, 0)) -> int | None:
+        """The count of ``rendered``, which holds ``context``: the parts' texts joined, less
+        ``trim`` characters at the start and the end. None when it cannot be shown exact."""
+        at = rendered.find(context) if context else -1
+        if at < 0:
+            return None
+        texts = list(map(_TEXT, parts))
+        total = sum(map(_TOKENS, parts)) + self._trim(texts, parts, trim)
+        if sum(map(len, texts)) != len(context):
+            return None  # not the parts of this context (a context built without them)
+        before, after = rendered[:at], rendered[at + len(context):]
+        total += self._specials(rendered) + len(self.encode(before)) + len(self.encode(after))
+        texts = [text for text in (before, *texts, after) if text]
+        for seam in self._seams_of(texts):
+            if seam is None:
+                return None
+            total += seam
+        return total
+
+    def _specials(self, rendered: str) -> int:
+        """Tokens the backend adds to this prompt (BOS unless the template wrote it)."""
+        probe = rendered[:SPECIALS_PROBE]
+        return self.count_prompt(probe) - len(self.encode(probe))
+
+    def _trim(self, texts: list[str], parts: Sequence[Part], trim: tuple[int, int]) -> int:
+        """Cut ``trim`` characters off the ends of ``texts`` (the parts' texts) in place; the
+        tokens this adds to the parts' counts (the cut parts are counted again)."""
+        change, (start, end) = 0, trim
+        for index in range(len(texts)):
+            if not start:
+                break
+            cut = texts[index][start:]
+            start = max(0, start - len(texts[index]))
+            change += len(self.encode(cut)) - parts[index].tokens
+            texts[index] = cut
+        for index in range(len(texts) - 1, -1, -1):
+            if not end:
+                break
+            cut = texts[index][:max(0, len(texts[index]) - end)]
+            end = max(0, end - len(texts[index]))
+            change += len(self.encode(cut)) - len(self.encode(texts[index]))
+            texts[index] = cut
+        return change
+
+    def _seams_of(self, texts: list[str]) -> Iterator[int | None]:
+        """What each unsafe meeting of consecutive texts adds (non-empty texts). The texts'
+        last and first characters are gathered into two strings and searched for the joints
+        that may be unsafe, so a context of thousands of sentences costs no Python loop."""
+        lasts = "".join(map(_LAST, texts[:-1]))
+        firsts = "".join(map(_FIRST, texts[1:]))
+        suspects = {match.start() for match in _NOT_CUT_WHITESPACE.finditer(firsts)}
+        suspects.update(match.start() for match in _WHITESPACE.finditer(lasts))
+        if not self.rule.line_break_after_punctuation:
+            suspects.update(match.start() for match in _LINE_BREAK.finditer(firsts))
+        unsafe = {index for index in suspects if not self.rule.safe(lasts[index], firsts[index])}
+        for index in sorted(unsafe):
+            left, right = texts[index], texts[index + 1]
+            # A window ends at the nearest safe cut inside a side, or at the side's far end
+            # when that is a safe cut (the text's ends are).
+            start = self.rule.last_cut(left)
+            if start is None and index - 1 not in unsafe:
+                start = 0
+            stop = self.rule.first_cut(right)
+            if stop is None and index + 1 not in unsafe:
+                stop = len(right)
+            yield None if start is None or stop is None else self._seam(left[start:],
+                                                                        right[:stop])
+
+    def _seam(self, left: str, right: str) -> int:
+        """Tokens the meeting of ``left`` and ``right`` adds to the sum of their counts, where
+        each is cut at a safe cut (or an end) on its far side; cached by the pair."""
+        key = (left, right)
+        if key not in self._seams:
+            self._seams[key] = (len(self.encode(left + right)) - len(self.encode(left))
+                                - len(self.encode(right)))
+        return self._seams[key]
+
+
+def rule_of(rust_tokenizer: Any) -> CutRule | None:
+    """The cut rule of a ``tokenizers.Tokenizer``, or None."""
+    try:
+        return cut_rule(json.loads(rust_tokenizer.to_str()))
+    except (AttributeError, ValueError):
+        return None

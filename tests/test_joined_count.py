@@ -1,0 +1,143 @@
+"""A prompt counted from its parts' counts is the tokenizer's own count of it, or no answer.
+
+Checked against tokenising the whole prompt, on SmolLM2's byte-level BPE (GPT-2's split) and on
+a BPE trained here with Llama-3's split, whose punctuation takes the line breaks after it (the
+seams the counter must measure). Recall cases built with the joined count are the cases built
+by tokenising every prompt whole.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_lceval.data import DataSource
+from pytest_lceval.grid import Cell
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.hf_text import HFText
+from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule
+from pytest_lceval.tasks.base import BuildContext, get_task
+from pytest_lceval.tasks.haystack_text import Piece
+
+ESSAYS = Path(__file__).resolve().parents[1] / "pytest_lceval" / "fixtures" / "essays"
+
+
+def trained(split_pattern: str) -> HFText:
+    """A small byte-level BPE with ``split_pattern`` as its pre-tokenizer, trained on the
+    offline essays (a real tokenizer of that kind, built without a download)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(split_pattern), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=["<s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([path.read_text() for path in sorted(ESSAYS.glob("*.txt"))],
+                                  trainer)
+    return HFText(PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>"), "off")
+
+
+@pytest.fixture(scope="module")
+def llama3_split() -> HFText:
+    return trained(LINE_BREAK_PATTERNS[0])
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> HFText:
+    try:
+        from pytest_lceval.models.hf_text import load_hf_text
+        from pytest_lceval.models.presets import preset_directory
+
+        return load_hf_text(str(preset_directory("smollm2")))
+    except ImportError as exc:
+        pytest.skip(f"SmolLM2 tokenizer unavailable: {exc}")
+
+
+def tokenizer_json(text: HFText) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(text.hf.backend_tokenizer.to_str())
+    return loaded
+
+
+def test_rules_of_known_splits(smollm2: HFText, llama3_split: HFText) -> None:
+    gpt2 = cut_rule(tokenizer_json(smollm2))
+    llama3 = cut_rule(tokenizer_json(llama3_split))
+    assert gpt2 is not None and gpt2.line_break_after_punctuation
+    assert llama3 is not None and not llama3.line_break_after_punctuation
+    assert gpt2.safe(".", "\n") and not llama3.safe(".", "\n") and llama3.safe("a", "\n")
+    assert llama3.safe(".", " ") and not llama3.safe(" ", " ") and not llama3.safe("a", "b")
+
+
+@pytest.mark.parametrize("change", ["normalizer", "pattern", "added", "sentencepiece"])
+def test_unknown_tokenizers_are_counted_whole(smollm2: HFText, change: str) -> None:
+    """Anything the argument for exactness does not cover gets no rule (the prompt is then
+    tokenised whole)."""
+    data = tokenizer_json(smollm2)
+    if change == "normalizer":
+        data["normalizer"] = {"type": "Lowercase"}
+    elif change == "pattern":
+        data["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\S+"},
+                                 "behavior": "Isolated", "invert": False}
+    elif change == "added":
+        data["added_tokens"].append({"content": "\n\n", "single_word": False, "lstrip": False,
+                                     "rstrip": False, "normalized": False, "special": False})
+    else:
+        data["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                                 "prepend_scheme": "first", "split": False}
+    assert cut_rule(data) is None
+
+
+PART_TEXT = st.lists(st.sampled_from([*"ab Z9.,!\"'\n\t é—", "\n\n", " .", " word", "ing",
+                                      "12345", "  "]), min_size=1, max_size=8).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=st.text(alphabet="ab .\n<s>", max_size=10), texts=st.lists(PART_TEXT, max_size=8),
+       after=st.text(alphabet="ab .\n?", max_size=10), trim=st.tuples(
+           st.integers(0, 3), st.integers(0, 3)), which=st.sampled_from(["gpt2", "llama3"]))
+def test_joined_count_is_the_whole_count_or_nothing(
+        smollm2: HFText, llama3_split: HFText, before: str, texts: list[str], after: str,
+        trim: tuple[int, int], which: str) -> None:
+    text = smollm2 if which == "gpt2" else llama3_split
+    assert text.joined is not None
+    parts = [Piece(part, len(text.encode(part))) for part in texts]
+    joined = "".join(texts)
+    context = joined[trim[0]:len(joined) - trim[1]]
+    if len(context) != len(joined) - sum(trim):
+        return
+    rendered = before + context + after
+    counted = text.joined.count(rendered, context, parts, trim)
+    if counted is not None:
+        assert counted == text.count(rendered)
+
+
+def test_a_context_without_its_parts_is_counted_whole(smollm2: HFText) -> None:
+    assert smollm2.joined is not None
+    assert smollm2.joined.count("x a b c y", "a b c", [], (0, 0)) is None
+    assert smollm2.joined.count("x a b c y", "a b c", [Piece("a b", 2)], (0, 0)) is None
+
+
+@pytest.mark.parametrize("task", ["niah_single_1", "niah_single_2", "niah_multikey_2", "json_kv"])
+def test_cases_are_those_counted_whole(smollm2: HFText, llama3_split: HFText, task: str) -> None:
+    """The joined count builds exactly the cases that whole-prompt counting builds, and its
+    counts are the tokenizer's, for both splits (noise lines and needles meet at a line break
+    after a full stop: a seam for Llama-3's split)."""
+    for text in (smollm2, llama3_split):
+        whole = Renderer(text.renderer.template, text.count)
+        joined, measured = text.renderer, []
+        assert joined.count_joined is not None
+        for length, depth in ((2048, 0.0), (4096, 50.0), (8192, 100.0)):
+            cell = Cell("recall", task, length, depth, 2)
+            fast = get_task(task).build(cell, BuildContext(text, joined, DataSource(None), 5))
+            slow = get_task(task).build(cell, BuildContext(text, whole, DataSource(None), 5))
+            assert [(c.prompt, c.prompt_tokens) for c in fast] == \
+                   [(c.prompt, c.prompt_tokens) for c in slow]
+            measured += [text.count(c.prompt) == c.prompt_tokens for c in fast]
+        assert all(measured)
