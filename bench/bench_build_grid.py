@@ -1,17 +1,16 @@
 """Seconds to build the full recall grid's cases (issue #14, item 6: 9 tasks x 5 lengths up to
 128k x 6 depths x 100 samples in under 60 s on 2 cores), so that a GPU fed by lookahead never
-waits on the CPU.
+waits on the CPU. The default grid is the whole recall suite: its 12 tasks.
 
 Usage: ``python bench/bench_build_grid.py [--processes 2] [--samples 100] [--tasks ...]``
 
 Every case of the grid is built, as a run builds them: each cell (task, length, depth) with its
 samples, cells in the grid's order, in ``--processes`` worker processes that take whole tasks
 from a queue (a task's cells share its filler streams and corpus, as in one pytest worker).
-The 9 tasks are the NIAH tasks and JSON KV; multi-value and multi-query have no depth axis, so
-they have one cell per length. Timed: from the first build to the last, after each worker has
-loaded the tokenizer (printed apart). Tokenizer: SmolLM2's (the smollm2 preset's folder). The
-cases are checked as they come: each prompt plus its generation budget within the cell's
-window.
+A task without a depth axis (multi-value, multi-query, vt, cwe, fwe) has one cell per length.
+Timed: from the first build to the last, after each worker has loaded the tokenizer (printed
+apart). Tokenizer: SmolLM2's (the smollm2 preset's folder). The cases are checked as they come:
+each prompt plus its generation budget within the cell's window.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import argparse
 import multiprocessing
 import time
 from dataclasses import dataclass
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 from pytest_lceval.data import DataSource
@@ -29,10 +29,9 @@ from pytest_lceval.tasks.fitting import window
 
 TARGET_SECONDS = 60.0
 DEPTHS = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0)
+COSTLIEST = ("niah_multikey_2", "json_kv", "niah_multikey_3", "cwe", "fwe")
+"""Tasks whose cases draw and count their own filler or word lists."""
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-RETRIEVAL = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1",
-             "niah_multikey_2", "niah_multikey_3", "niah_multivalue", "niah_multiquery",
-             "json_kv")
 
 _context: BuildContext | None = None
 
@@ -46,7 +45,7 @@ class Built:
     """Cases whose prompt plus generation budget fell outside the cell's window."""
 
 
-def _load(data: Path) -> None:
+def _load(data: Path, loaded: Barrier) -> None:
     """Each worker loads the tokenizer once, before the clock starts."""
     global _context
     from pytest_lceval.models.hf_text import load_hf_text
@@ -55,6 +54,7 @@ def _load(data: Path) -> None:
     text = load_hf_text(str(preset_directory("smollm2")))
     source = DataSource(data if (data / "pg_essays").is_dir() else None)
     _context = BuildContext(text, text.renderer, source, 42)
+    loaded.wait()
 
 
 def _build(job: tuple[str, tuple[int, ...], int]) -> Built:
@@ -82,8 +82,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--lengths", default="8k,16k,32k,64k,128k")
-    parser.add_argument("--tasks", default=",".join(RETRIEVAL),
-                        help="recall tasks, comma-separated (default: the 9 retrieval tasks)")
+    parser.add_argument("--tasks", default=",".join(task.name for task in tasks_of_suite("recall")),
+                        help="recall tasks, comma-separated (default: all of them)")
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
     lengths = tuple(parse_length(text) for text in args.lengths.split(","))
@@ -97,14 +97,16 @@ def main() -> None:
           f"x {len(DEPTHS)} depths (1 for a task without a depth axis) x {args.samples} samples "
           f"= {total * args.samples:,} cases, in {args.processes} processes")
     loading = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.processes, _load, (args.data,)) as pool:
-        pool.map(time.sleep, [0.5] * args.processes)  # every worker has loaded
+    spawn = multiprocessing.get_context("spawn")
+    loaded = spawn.Barrier(args.processes + 1)
+    with spawn.Pool(args.processes, _load, (args.data, loaded)) as pool:
+        loaded.wait()
         print(f"  workers ready (Python, transformers, tokenizer): "
               f"{time.perf_counter() - loading:.1f} s, not counted")
         started = time.perf_counter()
         # The costliest tasks first, so no worker is left with one long task at the end.
-        order = sorted(names, key=lambda name: name not in ("niah_multikey_2", "niah_multikey_3",
-                                                             "json_kv"))
+        order = sorted(names, key=lambda name: COSTLIEST.index(name) if name in COSTLIEST
+                       else len(COSTLIEST))
         results = []
         for built in pool.imap_unordered(_build, [(n, lengths, args.samples) for n in order]):
             results.append(built)

@@ -28,9 +28,10 @@ import string
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from itertools import accumulate
+from typing import TypeVar
 
 from scipy.special import zeta
 
@@ -39,7 +40,7 @@ from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext, CellDoesNotFit
 from .fitting import Frame, fit
-from .haystack_text import Context, tokenizer_cache
+from .haystack_text import Context, Piece, token_counts, tokenizer_cache
 from .recall_common import SYNTHETIC, WholeContextTask, answer_separator, case_rngs, make_case
 
 COMMON = 10
@@ -66,6 +67,9 @@ FWE_LEAST_WORDS = 100
 """Fewest FWE words: below it ranks 4 and 5 may tie and the answer would be ambiguous."""
 
 
+T = TypeVar("T")
+
+
 @cache
 def wonderwords() -> tuple[str, ...]:
     """RULER's CWE vocabulary: wonderwords' nouns, adjectives and verbs, deduplicated, sorted."""
@@ -75,12 +79,19 @@ def wonderwords() -> tuple[str, ...]:
     return tuple(sorted(word for word in words if word))
 
 
-def _count(tokenizer: Tokenizer, text: str) -> int:
-    """Tokens of a list item, computed once per tokenizer."""
-    counts: dict[str, int] = tokenizer_cache(tokenizer).setdefault("word counts", {})
-    if text not in counts:
-        counts[text] = len(tokenizer.encode(text))
-    return counts[text]
+def _pieces(tokenizer: Tokenizer, texts: list[str]) -> list[Piece]:
+    """List items (" apple", " 12.") and their counts, each counted once per tokenizer (the new
+    ones in one batch): the list is joined from these pieces, so its prompt is counted from
+    them (``Context.parts``)."""
+    table: dict[str, Piece] = tokenizer_cache(tokenizer).setdefault("word pieces", {})
+    new = list(dict.fromkeys(text for text in texts if text not in table))
+    table.update(zip(new, map(Piece, new, token_counts(tokenizer, new)), strict=True))
+    return [table[text] for text in texts]
+
+
+def _listed(parts: list[Piece], tokens: int) -> Context:
+    """The list joined from its items, each with its leading space, less the first space."""
+    return Context("".join(part.text for part in parts)[1:], tokens, (), tuple(parts), (1, 0))
 
 
 def largest(least: int, most: int, tokens: Callable[[int], int], budget: int) -> int:
@@ -90,7 +101,7 @@ def largest(least: int, most: int, tokens: Callable[[int], int], budget: int) ->
     return least + max(fitting - 1, 0)
 
 
-def shuffled(items: list[str], seed: int, size: int) -> list[str]:
+def shuffled(items: list[T], seed: int, size: int) -> list[T]:
     """``items`` in an order fixed by (case seed, size): one build per budget is reproducible."""
     random.Random(f"{seed}:{size}").shuffle(items)
     return items
@@ -101,6 +112,12 @@ def shuffled(items: list[str], seed: int, size: int) -> list[str]:
 
 def numbered(words: list[str]) -> str:
     return " ".join(f"{i}. {word}" for i, word in enumerate(words, 1))
+
+
+def numbered_parts(tokenizer: Tokenizer, words: list[str]) -> list[Piece]:
+    """The pieces of ``numbered(words)``, each with its leading space: " 1.", " apple", ..."""
+    return _pieces(tokenizer, [text for i, word in enumerate(words, 1)
+                               for text in (f" {i}.", " " + word)])
 
 
 @dataclass(frozen=True)
@@ -143,7 +160,8 @@ class CommonWordsTask(WholeContextTask):
         example = word_list(example_words, repeats.example_common, repeats.example_other, seed)
         shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION}\n{CWE_PREFIX} "
                 f"{numbered(example_words[:COMMON])}")
-        per_word = [_count(context.tokenizer, " " + word) for word in order]
+        per_word = [part.tokens for part in _pieces(context.tokenizer,
+                                                    [" " + word for word in order])]
         tokens = self._predictor(context.tokenizer, per_word, repeats)
         what = f"{self.name} at {cell.length} tokens"
 
@@ -153,12 +171,12 @@ class CommonWordsTask(WholeContextTask):
                 raise CellDoesNotFit(
                     f"{what}: the list would need more than the {len(order)} distinct words of "
                     f"wonderwords (RULER switches to a larger word list there)")
-            text = numbered(word_list(order[:size], repeats.common, repeats.other, seed))
-            return Context(text, tokens(size), ())
+            words = word_list(order[:size], repeats.common, repeats.other, seed)
+            return _listed(numbered_parts(context.tokenizer, words), tokens(size))
 
         frame = Frame(f"{shot}\n\n{CWE_INSTRUCTION}\n", f"\n{CWE_QUESTION}",
                       answer_separator(context.renderer) + CWE_PREFIX)
-        number = _count(context.tokenizer, f" {cell.length}.")  # at least each item's number
+        number = _pieces(context.tokenizer, [f" {cell.length}."])[0].tokens  # >= any item's
         granularity = repeats.other * (max(per_word) + number)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      tokens(COMMON), what, granularity)
@@ -181,8 +199,10 @@ class CommonWordsTask(WholeContextTask):
 
         def tokens(size: int) -> int:
             items = COMMON * repeats.common + (size - COMMON) * repeats.other
-            while len(numbers) <= items:
-                numbers.append(numbers[-1] + _count(tokenizer, f" {len(numbers)}."))
+            if len(numbers) <= items:
+                more = _pieces(tokenizer, [f" {n}." for n in range(len(numbers), items + 1)])
+                last = numbers[-1]
+                numbers.extend(last + total for total in accumulate(part.tokens for part in more))
             return numbers[items] + common + others[size - COMMON] - 1
 
         return tokens
@@ -201,7 +221,8 @@ def coded_vocabulary(rng: random.Random, size: int) -> list[str]:
     return ["...", *vocabulary[1:]]
 
 
-def zipf_occurrences(size: int, words: float) -> list[int]:
+@lru_cache(maxsize=16)
+def zipf_occurrences(size: int, words: float) -> tuple[int, ...]:
     """Ranks (0-based) of the occurrences of RULER's counts floor(n k^-alpha / zeta(alpha)), in
     the order they appear as n grows to ``words``: the j-th occurrence of rank k appears at
     n = j k^alpha zeta(alpha) (compared as j k^alpha, exact for alpha = 2; ties by rank). A
@@ -215,7 +236,7 @@ def zipf_occurrences(size: int, words: float) -> list[int]:
         threshold, rank = heapq.heappop(heap)
         ranks.append(rank)
         heapq.heappush(heap, (threshold + float(rank + 1) ** ALPHA, rank))
-    return ranks
+    return tuple(ranks)
 
 
 @dataclass
@@ -237,15 +258,16 @@ class FrequentWordsTask(WholeContextTask):
                 f"the noise word")
         vocabulary = coded_vocabulary(rng, size)
         seed = case_seed(context.seed, self.name, index, "order")
-        per_word = [_count(context.tokenizer, " " + word) for word in vocabulary]
+        pieces = _pieces(context.tokenizer, [" " + word for word in vocabulary])
+        per_word = [part.tokens for part in pieces]
         ranks = zipf_occurrences(size, cell.length)
-        totals = list(accumulate((per_word[rank] for rank in ranks), initial=-1))
+        totals = list(accumulate(map(per_word.__getitem__, ranks), initial=-1))
         least = len(zipf_occurrences(size, FWE_LEAST_WORDS))
 
         def build(budget: int) -> Context:
             words = max(bisect_right(totals, budget) - 1, least)
-            items = [vocabulary[rank] for rank in ranks[:words]]
-            return Context(" ".join(shuffled(items, seed, words)), totals[words], ())
+            items = [pieces[rank] for rank in ranks[:words]]
+            return _listed(shuffled(items, seed, words), totals[words])
 
         frame = Frame(f"{FWE_INSTRUCTION}\n", f"\n{FWE_QUESTION}",
                       answer_separator(context.renderer) + FWE_PREFIX)
