@@ -37,7 +37,7 @@ _SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?=\s)""")
 _REPLACEMENT = "\ufffd"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Piece:
     """A run of context text and its token count when tokenised on its own."""
 
