@@ -9,7 +9,8 @@ samples, cells in the grid's order, in ``--processes`` worker processes that tak
 from a queue (a task's cells share its filler streams and corpus, as in one pytest worker).
 A task without a depth axis (multi-value, multi-query, vt, cwe, fwe) has one cell per length.
 Timed: from the first build to the last, after each worker has loaded the tokenizer (printed
-apart). Tokenizer: SmolLM2's (the smollm2 preset's folder). The cases are checked as they come:
+apart). Tokenizer: SmolLM2's (the smollm2 preset's folder); ``--model gemma3-270m`` (or a
+tokenizer folder) for another. The cases are checked as they come:
 each prompt plus its generation budget within the cell's window.
 """
 
@@ -45,13 +46,13 @@ class Built:
     """Cases whose prompt plus generation budget fell outside the cell's window."""
 
 
-def _load(data: Path, loaded: Barrier) -> None:
+def _load(data: Path, model: str, loaded: Barrier) -> None:
     """Each worker loads the tokenizer once, before the clock starts."""
     global _context
     from pytest_lceval.models.hf_text import load_hf_text
-    from pytest_lceval.models.presets import preset_directory
+    from pytest_lceval.models.presets import SOURCES, preset_directory
 
-    text = load_hf_text(str(preset_directory("smollm2")))
+    text = load_hf_text(str(preset_directory(model)) if model in SOURCES else model)
     source = DataSource(data if (data / "pg_essays").is_dir() else None)
     _context = BuildContext(text, text.renderer, source, 42)
     loaded.wait()
@@ -85,6 +86,8 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(task.name for task in tasks_of_suite("recall")),
                         help="recall tasks, comma-separated (default: all of them)")
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--model", default="smollm2",
+                        help="a preset (smollm2, gemma3-270m) or a tokenizer folder")
     args = parser.parse_args()
     lengths = tuple(parse_length(text) for text in args.lengths.split(","))
     known = {task.name for task in tasks_of_suite("recall")}
@@ -95,11 +98,12 @@ def main() -> None:
     total = sum(len(cells(get_task(name), lengths, args.samples)) for name in names)
     print(f"recall grid: {len(names)} tasks x lengths {', '.join(map(format_length, lengths))} "
           f"x {len(DEPTHS)} depths (1 for a task without a depth axis) x {args.samples} samples "
-          f"= {total * args.samples:,} cases, in {args.processes} processes")
+          f"= {total * args.samples:,} cases, in {args.processes} processes; tokenizer: "
+          f"{args.model}")
     loading = time.perf_counter()
     spawn = multiprocessing.get_context("spawn")
     loaded = spawn.Barrier(args.processes + 1)
-    with spawn.Pool(args.processes, _load, (args.data, loaded)) as pool:
+    with spawn.Pool(args.processes, _load, (args.data, args.model, loaded)) as pool:
         loaded.wait()
         print(f"  workers ready (Python, transformers, tokenizer): "
               f"{time.perf_counter() - loading:.1f} s, not counted")

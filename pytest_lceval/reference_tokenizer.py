@@ -45,7 +45,7 @@ class ReferenceTokenizer:
         """Generators slice and count in the reference tokenizer; the prompt they render is
         the model's (its chat template), so the model is fed exactly the text counted here."""
         renderer = Renderer(model_renderer.template, self.text.count,
-                            count_joined=self.text.renderer.count_joined)
+                            count_joined=self.text.count_joined)
         return BuildContext(self.text, renderer, data, seed)
 
 

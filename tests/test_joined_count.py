@@ -20,7 +20,7 @@ from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf_text import HFText
-from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule
+from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule, rule_of
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
 from pytest_lceval.tasks.haystack_text import Piece
 
@@ -50,22 +50,50 @@ def llama3_split() -> HFText:
     return trained(LINE_BREAK_PATTERNS[0])
 
 
+@pytest.fixture(scope="module")
+def metaspace_bpe() -> HFText:
+    return metaspace_trained()
+
+
+def metaspace_trained() -> HFText:
+    """Gemma 3's kind: spaces become "\u2581" and BPE merges across the whole text; trained
+    here, it learns tokens that span spaces ("e\u2581t"), which a cut must avoid."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.Fuse()])
+    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=["<s>", "<unk>"],
+                                  initial_alphabet=list("\u2581\n"))
+    lines = [line for path in sorted(ESSAYS.glob("*.txt"))
+             for line in path.read_text().splitlines() if line]
+    tokenizer.train_from_iterator(lines, trainer)
+    return HFText(PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>"), "off")
+
+
 
 def tokenizer_json(text: HFText) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(text.hf.backend_tokenizer.to_str())
     return loaded
 
 
-def test_rules_of_known_splits(smollm2: HFText, llama3_split: HFText) -> None:
+def test_rules_of_known_splits(smollm2: HFText, llama3_split: HFText,
+                               metaspace_bpe: HFText) -> None:
     gpt2 = cut_rule(tokenizer_json(smollm2))
     llama3 = cut_rule(tokenizer_json(llama3_split))
+    metaspace = cut_rule(tokenizer_json(metaspace_bpe))
+    assert metaspace is not None and metaspace.merging
+    assert all(not metaspace.safe(before, after) for before, after in metaspace.merging)
+    assert rule_of(metaspace_bpe.hf.backend_tokenizer) == metaspace
     assert gpt2 is not None and gpt2.line_break_after_punctuation
     assert llama3 is not None and not llama3.line_break_after_punctuation
     assert gpt2.safe(".", "\n") and not llama3.safe(".", "\n") and llama3.safe("a", "\n")
     assert llama3.safe(".", " ") and not llama3.safe(" ", " ") and not llama3.safe("a", "b")
 
 
-@pytest.mark.parametrize("change", ["normalizer", "pattern", "added", "sentencepiece"])
+@pytest.mark.parametrize("change", ["normalizer", "pattern", "added", "stripping",
+                                    "sentencepiece", "prepend"])
 def test_unknown_tokenizers_are_counted_whole(smollm2: HFText, change: str) -> None:
     """Anything the argument for exactness does not cover gets no rule (the prompt is then
     tokenised whole)."""
@@ -76,26 +104,46 @@ def test_unknown_tokenizers_are_counted_whole(smollm2: HFText, change: str) -> N
         data["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\S+"},
                                  "behavior": "Isolated", "invert": False}
     elif change == "added":
-        data["added_tokens"].append({"content": "\n\n", "single_word": False, "lstrip": False,
+        data["added_tokens"].append({"content": "<sep>\n", "single_word": False, "lstrip": False,
                                      "rstrip": False, "normalized": False, "special": False})
-    else:
+    elif change == "stripping":  # takes the spaces before it, across any cut
+        data["added_tokens"].append({"content": "<mask>", "single_word": False, "lstrip": True,
+                                     "rstrip": False, "normalized": False, "special": True})
+    elif change == "sentencepiece":
         data["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
                                  "prepend_scheme": "first", "split": False}
+    else:  # Llama-2's: a "\u2581" before the whole text, which a part would get again
+        data["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+        data["pre_tokenizer"] = None
     assert cut_rule(data) is None
 
 
-PART_TEXT = st.lists(st.sampled_from([*"ab Z9.,!\"'\n\t é—", "\n\n", " .", " word", "ing",
-                                      "12345", "  "]), min_size=1, max_size=8).map("".join)
+@pytest.mark.parametrize("model", [{"unk_token": None}, {"byte_fallback": True}])
+def test_a_metaspace_bpe_that_drops_characters_gets_no_rule(metaspace_bpe: HFText,
+                                                          model: dict[str, Any]) -> None:
+    """A character with no token of its own (no unknown token, or byte fallback without the
+    byte tokens) vanishes, and its neighbours may then merge across a cut."""
+    data = tokenizer_json(metaspace_bpe)
+    assert cut_rule(data) is not None
+    data["model"].update(model)
+    assert cut_rule(data) is None
+
+
+PART_TEXT = st.lists(st.sampled_from([*"ab Z9.,!\"'\n\t é—\u2581", "\n\n", " .", " word", "ing",
+                                      "e t", "12345", "  "]), min_size=1, max_size=8).map("".join)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.text(alphabet="ab .\n<s>", max_size=10), texts=st.lists(PART_TEXT, max_size=8),
        after=st.text(alphabet="ab .\n?", max_size=10), trim=st.tuples(
-           st.integers(0, 3), st.integers(0, 3)), which=st.sampled_from(["gpt2", "llama3"]))
+           st.integers(0, 3), st.integers(0, 3)),
+       which=st.sampled_from(["gpt2", "llama3", "metaspace"]))
 def test_joined_count_is_the_whole_count_or_nothing(
-        smollm2: HFText, llama3_split: HFText, before: str, texts: list[str], after: str,
-        trim: tuple[int, int], which: str) -> None:
-    text = smollm2 if which == "gpt2" else llama3_split
+        smollm2: HFText, llama3_split: HFText, metaspace_bpe: HFText, before: str,
+        texts: list[str], after: str, trim: tuple[int, int], which: str) -> None:
+    text = {"gpt2": smollm2, "llama3": llama3_split, "metaspace": metaspace_bpe}[which]
     assert text.joined is not None
     parts = [Piece(part, len(text.encode(part))) for part in texts]
     joined = "".join(texts)
@@ -116,11 +164,12 @@ def test_a_context_without_its_parts_is_counted_whole(smollm2: HFText) -> None:
 
 @pytest.mark.parametrize("task", ["niah_single_1", "niah_single_2", "niah_multikey_2", "json_kv",
                                   "vt", "cwe", "fwe"])
-def test_cases_are_those_counted_whole(smollm2: HFText, llama3_split: HFText, task: str) -> None:
+def test_cases_are_those_counted_whole(smollm2: HFText, llama3_split: HFText,
+                                       metaspace_bpe: HFText, task: str) -> None:
     """The joined count builds exactly the cases that whole-prompt counting builds, and its
     counts are the tokenizer's, for both splits (noise lines and needles meet at a line break
     after a full stop: a seam for Llama-3's split)."""
-    for text in (smollm2, llama3_split):
+    for text in (smollm2, llama3_split, metaspace_bpe):
         whole = Renderer(text.renderer.template, text.count)
         joined, measured = text.renderer, []
         assert joined.count_joined is not None

@@ -16,13 +16,21 @@ same pre-tokens on its own as in the whole, and the count of the whole is the su
 of the sides. Added tokens (``<|im_start|>``) are cut out first; none of them may contain
 whitespace or strip it, so none crosses a safe cut either.
 
+SentencePiece-style BPE (Gemma 3's: spaces become "\u2581", and merges run over the whole text
+with no pre-tokenizer) has no expression to cut at, but a merge only ever makes a token of the
+vocabulary: where no token spans the two characters around a cut, no merge crosses it and each
+side merges on its own as in the whole. A cut before whitespace is safe unless some token holds
+that character pair (for Gemma 3, only ``">\u2581</"`` does), provided no character is dropped
+(byte fallback with all 256 byte tokens, or an unknown token). Llama-2's normaliser, which puts
+a "\u2581" before the whole text, would put one before each part: it is not covered.
+
 Parts do not always meet at a safe cut (a line break after a sentence's full stop, for
 Llama-3; a template's trailing line break). Such a seam is measured in a window from the last
 safe cut inside the left part to the first one inside the right part: the seam adds
 ``count(window) - count(window's left side) - count(window's right side)`` tokens, and windows
 are cached by their text. When a part has no safe cut for a window, or the tokenizer is not
-one of the known kinds (SentencePiece models, other expressions), the caller tokenises the
-whole prompt as before.
+one of the known kinds (other expressions or normalisers, Metaspace pre-tokenizers), the caller
+tokenises the whole prompt as before.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Protocol
@@ -46,8 +54,14 @@ CUT_WHITESPACE = frozenset(" \t\n\r")
 """What may follow a safe cut: whitespace to every regex engine (Python's ``isspace`` and
 Unicode's White_Space disagree on a few control and format characters)."""
 LINE_BREAKS = frozenset("\r\n")
+METASPACE = "\u2581"
+NOT_BEFORE_CUT = "\u180e\u200b" + METASPACE
+"""Not whitespace to Python but before a cut treated as if it were (format characters some
+engines call spaces; SentencePiece's space)."""
+SPACES_TO_METASPACE = {"type": "Replace", "pattern": {"String": " "}, "content": METASPACE}
+"""The normaliser of SentencePiece-style BPE tokenizers (Gemma 3)."""
 _NOT_CUT_WHITESPACE = re.compile(r"[^ \t\n\r]")
-_WHITESPACE = re.compile(r"[\s\u180e\u200b]")
+_WHITESPACE = re.compile(r"[\s\u180e\u200b\u2581]")
 _LINE_BREAK = re.compile(r"[\r\n]")
 _TEXT, _TOKENS = attrgetter("text"), attrgetter("tokens")
 _FIRST, _LAST = itemgetter(0), itemgetter(-1)
@@ -69,12 +83,17 @@ class Part(Protocol):
 class CutRule:
     """Where a text may be cut so that its count is the sum of the counts of its sides."""
 
-    line_break_after_punctuation: bool
+    line_break_after_punctuation: bool = True
     """Whether a line break may follow punctuation at a cut (not for Llama-3 or Qwen2)."""
+    merging: frozenset[tuple[str, str]] = frozenset()
+    """(before, after) pairs that a token spans, for a tokenizer that merges across the whole
+    text (no pre-tokenizer splits it): a cut there is not safe."""
 
     def safe(self, before: str, after: str) -> bool:
         """Whether a cut between the characters ``before`` and ``after`` is safe."""
-        if after not in CUT_WHITESPACE or before.isspace() or before in "\u180e\u200b":
+        if after not in CUT_WHITESPACE or before.isspace() or before in NOT_BEFORE_CUT:
+            return False
+        if (before, after) in self.merging:
             return False
         return self.line_break_after_punctuation or after not in LINE_BREAKS \
             or unicodedata.category(before)[0] in "LN"
@@ -94,27 +113,41 @@ class CutRule:
         return None
 
 
-def cut_rule(tokenizer_json: dict[str, Any]) -> CutRule | None:
+def cut_rule(tokenizer_json: dict[str, Any],
+             vocab: Callable[[], Collection[str]] | None = None) -> CutRule | None:
     """The cut rule of a Rust tokenizer's JSON, or None when its counts cannot be shown to add.
 
-    Conservative on purpose: any normaliser but NFC, any pre-tokenizer step other than the known
-    splits, ByteLevel and digit splitting, BPE dropout, or an added token that holds or strips
-    whitespace, and the prompt is tokenised whole.
+    ``vocab`` gives the model's tokens when the rule needs them (default: the JSON's). Two kinds
+    are known: byte-level BPE split by a known expression, and SentencePiece-style BPE that
+    turns spaces into "▁" and merges across the whole text (Gemma 3), where a cut is safe
+    where no token of the vocabulary spans it. Conservative on purpose: any other normaliser or
+    pre-tokenizer step, BPE dropout, or an added token that mixes whitespace with other text or
+    strips it, and the prompt is tokenised whole.
     """
     model = tokenizer_json.get("model") or {}
     if model.get("type") != "BPE" or model.get("dropout"):
         return None
-    normalizer = tokenizer_json.get("normalizer")
-    if normalizer is not None and normalizer.get("type") != "NFC":
-        return None
     for added in tokenizer_json.get("added_tokens") or []:
         content = added.get("content", "")
-        if any(c.isspace() for c in content) or added.get("lstrip") or added.get("rstrip") \
-                or added.get("single_word"):
+        if (any(c.isspace() for c in content) and not content.isspace()) or added.get("lstrip") \
+                or added.get("rstrip") or added.get("single_word"):
             return None
-    steps = _steps(tokenizer_json.get("pre_tokenizer"))
-    if steps is None:
+    normalizer = tokenizer_json.get("normalizer")
+    pre_tokenizer = tokenizer_json.get("pre_tokenizer")
+    if normalizer == SPACES_TO_METASPACE:
+        if pre_tokenizer is not None and not _splits_at_spaces(pre_tokenizer):
+            return None
+        tokens = vocab() if vocab is not None else (model.get("vocab") or {})
+        if METASPACE not in tokens or not _keeps_every_character(model, tokens):
+            return None
+        return CutRule(merging=_spanned_pairs(tokens))
+    if normalizer is not None and normalizer.get("type") != "NFC":
         return None
+    return _split_rule(_steps(pre_tokenizer))
+
+
+def _split_rule(steps: list[dict[str, Any]]) -> CutRule | None:
+    """The rule of a byte-level BPE's pre-tokenizer steps, when every step is known."""
     line_break_after_punctuation, splits = True, False
     for step in steps:
         kind = step.get("type")
@@ -136,13 +169,39 @@ def cut_rule(tokenizer_json: dict[str, Any]) -> CutRule | None:
     return CutRule(line_break_after_punctuation) if splits else None
 
 
-def _steps(pre_tokenizer: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+def _steps(pre_tokenizer: dict[str, Any] | None) -> list[dict[str, Any]]:
     if pre_tokenizer is None:
-        return None
+        return []
     if pre_tokenizer.get("type") == "Sequence":
         steps: list[dict[str, Any]] = pre_tokenizer.get("pretokenizers") or []
         return steps
     return [pre_tokenizer]
+
+
+def _splits_at_spaces(pre_tokenizer: dict[str, Any]) -> bool:
+    """A split at the string " ": it finds none once the normaliser has turned them into
+    "▁", so it leaves the text whole."""
+    return pre_tokenizer.get("type") == "Split" and \
+        pre_tokenizer.get("pattern") == {"String": " "} and not pre_tokenizer.get("invert")
+
+
+def _keeps_every_character(model: dict[str, Any], tokens: Collection[str]) -> bool:
+    """Whether a character missing from the vocabulary still becomes a token of its own (its
+    bytes, or the unknown token): a dropped character would let its neighbours merge."""
+    if model.get("byte_fallback"):
+        return all(f"<0x{byte:02X}>" in tokens for byte in range(256))
+    return model.get("unk_token") is not None
+
+
+def _spanned_pairs(tokens: Iterable[str]) -> frozenset[tuple[str, str]]:
+    """The (character, whitespace) pairs inside some token, read with "▁" as a space."""
+    pairs = set()
+    for token in tokens:
+        text = token.replace(METASPACE, " ")
+        for position in range(1, len(text)):
+            if text[position] in CUT_WHITESPACE and not text[position - 1].isspace():
+                pairs.add((text[position - 1], text[position]))
+    return frozenset(pairs)
 
 
 @dataclass
@@ -211,6 +270,9 @@ class JoinedCounter:
         suspects.update(match.start() for match in _WHITESPACE.finditer(lasts))
         if not self.rule.line_break_after_punctuation:
             suspects.update(match.start() for match in _LINE_BREAK.finditer(firsts))
+        if self.rule.merging:
+            suspects.update(index for index, pair in enumerate(zip(lasts, firsts, strict=True))
+                            if pair in self.rule.merging)
         unsafe = {index for index in suspects if not self.rule.safe(lasts[index], firsts[index])}
         for index in sorted(unsafe):
             left, right = texts[index], texts[index + 1]
@@ -236,8 +298,23 @@ class JoinedCounter:
 
 
 def rule_of(rust_tokenizer: Any) -> CutRule | None:
-    """The cut rule of a ``tokenizers.Tokenizer``, or None."""
+    """The cut rule of a ``tokenizers.Tokenizer``, read from its parts (its whole JSON is 12 MB
+    for Gemma's vocabulary; the vocabulary is read only when the rule needs it)."""
+    def part(component: Any) -> dict[str, Any] | None:
+        return json.loads(component.__getstate__()) if component is not None else None
+
     try:
-        return cut_rule(json.loads(rust_tokenizer.to_str()))
-    except (AttributeError, ValueError):
+        model = rust_tokenizer.model
+        added = rust_tokenizer.get_added_tokens_decoder().values()
+        components = {
+            "model": {"type": type(model).__name__, "dropout": getattr(model, "dropout", None),
+                      "unk_token": getattr(model, "unk_token", None),
+                      "byte_fallback": getattr(model, "byte_fallback", False)},
+            "normalizer": part(rust_tokenizer.normalizer),
+            "pre_tokenizer": part(rust_tokenizer.pre_tokenizer),
+            "added_tokens": [{"content": token.content, "lstrip": token.lstrip,
+                              "rstrip": token.rstrip, "single_word": token.single_word}
+                             for token in added]}
+        return cut_rule(components, lambda: rust_tokenizer.get_vocab(with_added_tokens=False))
+    except (AttributeError, TypeError, ValueError):
         return None
