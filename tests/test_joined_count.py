@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
-from pytest_lceval.models.hf_text import HFText
+from pytest_lceval.models.hf_text import LONG_PROMPT, HFText
 from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule, rule_of
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
 from pytest_lceval.tasks.haystack_text import Piece
@@ -190,3 +190,44 @@ def built(task: str, cell: Cell, context: BuildContext) -> list[tuple[str, int]]
         return [(case.prompt, case.prompt_tokens) for case in get_task(task).build(cell, context)]
     except CellDoesNotFit as refusal:
         return str(refusal)
+
+
+PARAGRAPHS = st.lists(PART_TEXT, min_size=1, max_size=8).map("\n\n".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(PARAGRAPHS, min_size=1, max_size=4).map("\n\n".join),
+       which=st.sampled_from(["gpt2", "llama3", "metaspace"]))
+def test_a_prompt_counted_by_paragraphs_is_counted_exactly(
+        smollm2: HFText, llama3_split: HFText, metaspace_bpe: HFText, texts: str,
+        which: str) -> None:
+    text = {"gpt2": smollm2, "llama3": llama3_split, "metaspace": metaspace_bpe}[which]
+    assert text.joined is not None
+    counted = text.joined.count_paragraphs(texts)
+    if counted is not None:
+        assert counted == len(text.prompt_ids(texts))
+
+
+def test_a_long_prompt_counts_only_its_new_paragraphs(smollm2: HFText,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fitting drops a passage and counts again: the second count tokenises nothing it has
+    seen, and both are the tokenizer's own counts."""
+    passages = [f"Document [{i}](Title: T{i}): " + "Some words of a passage. " * 40
+                for i in range(60)]
+    first, second = "\n\n".join(passages), "\n\n".join(passages[:30] + passages[31:])
+    assert len(first) >= LONG_PROMPT
+    assert smollm2.joined is not None
+    seen: list[str] = []
+    counting = smollm2.joined.count_many
+    assert counting is not None
+
+    def count_many(texts: list[str]) -> list[int]:
+        seen.extend(texts)
+        return counting(texts)
+
+    monkeypatch.setattr(smollm2.joined, "count_many", count_many)
+    assert smollm2.count(first) == len(smollm2.prompt_ids(first))
+    assert len(seen) >= 60
+    seen.clear()
+    assert smollm2.joined.count_paragraphs(second) == len(smollm2.prompt_ids(second))
+    assert seen == []

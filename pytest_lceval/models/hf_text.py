@@ -20,6 +20,8 @@ from .base import Renderer, Tokenizer
 from .joined_count import JoinedCounter, Part, rule_of
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
+LONG_PROMPT = 16_384
+"""Characters (~4k tokens) from which a prompt is counted from its paragraphs."""
 
 
 class HFText:
@@ -70,6 +72,13 @@ class HFText:
         return self._ids(text, add_special_tokens=adds)
 
     def count(self, text: str) -> int:
+        """Tokens the model reads for a rendered prompt. A long one is counted from its
+        paragraphs' counts where that is exact (``joined_count``): fitting a HELMET or
+        100-LongBench case counts prompts that share most of their passages."""
+        if len(text) >= LONG_PROMPT and self.joined is not None:
+            counted = self.joined.count_paragraphs(text)
+            if counted is not None:
+                return counted
         return len(self.prompt_ids(text))
 
     @cached_property
@@ -77,7 +86,7 @@ class HFText:
         """Counts a long prompt from its parts' counts, when this tokenizer's counts add up;
         worked out at the first prompt so counted (Gemma's vocabulary takes 0.2 s to read)."""
         rule = rule_of(self._rust) if self._rust is not None else None
-        return JoinedCounter(rule, self.encode, self.count) if rule else None
+        return JoinedCounter(rule, self.encode, self.count, self.count_many) if rule else None
 
     def count_joined(self, rendered: str, context: str, parts: Sequence[Part],
                      trim: tuple[int, int]) -> int | None:

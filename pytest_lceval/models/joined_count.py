@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -66,6 +67,8 @@ _LINE_BREAK = re.compile(r"[\r\n]")
 _TEXT, _TOKENS = attrgetter("text"), attrgetter("tokens")
 _FIRST, _LAST = itemgetter(0), itemgetter(-1)
 SPECIALS_PROBE = 64
+PARAGRAPHS_KEPT = 50_000
+"""Paragraph counts a counter keeps (passages of a few hundred tokens: ~15 M tokens of text)."""
 """Characters of a prompt's start that decide which special tokens the backend adds."""
 
 
@@ -213,7 +216,28 @@ class JoinedCounter:
     """Ids without special tokens."""
     count_prompt: Callable[[str], int]
     """The backend's count of a rendered prompt, special tokens included."""
+    count_many: Callable[[list[str]], list[int]] | None = None
+    """``encode`` lengths of many texts in one call, for counting paragraphs."""
     _seams: dict[tuple[str, str], int] = field(default_factory=dict)
+    _paragraphs: OrderedDict[str, int] = field(default_factory=OrderedDict)
+
+    def count_paragraphs(self, text: str) -> int | None:
+        """The count of a whole prompt from the counts of its paragraphs, each counted once and
+        kept for the next PARAGRAPHS_KEPT. Fitting loops (HELMET's passages, 100-LongBench's
+        articles) count prompts that differ in a few passages and share their demonstrations,
+        so most paragraphs of the next count are known; None as for ``count``."""
+        paragraphs = [_Paragraph(piece) for piece in _paragraph_texts(text)]
+        known = self._paragraphs
+        new = list(dict.fromkeys(p.text for p in paragraphs if p.text not in known))
+        counts = (self.count_many(new) if self.count_many is not None
+                  else [len(self.encode(piece)) for piece in new])
+        known.update(zip(new, counts, strict=True))
+        for paragraph in paragraphs:
+            known.move_to_end(paragraph.text)
+            paragraph.tokens = known[paragraph.text]
+        while len(known) > PARAGRAPHS_KEPT:
+            known.popitem(last=False)
+        return self.count(text, text, paragraphs)
 
     def count(self, rendered: str, context: str, parts: Sequence[Part],
               trim: tuple[int, int] = (0, 0)) -> int | None:
@@ -295,6 +319,18 @@ class JoinedCounter:
             self._seams[key] = (len(self.encode(left + right)) - len(self.encode(left))
                                 - len(self.encode(right)))
         return self._seams[key]
+
+
+@dataclass
+class _Paragraph:
+    text: str
+    tokens: int = 0
+
+
+def _paragraph_texts(text: str) -> list[str]:
+    """``text`` cut before each blank line ("\n\n"), the break kept with what follows."""
+    first, *rest = text.split("\n\n")
+    return [first, *("\n\n" + piece for piece in rest)]
 
 
 def rule_of(rust_tokenizer: Any) -> CutRule | None:
