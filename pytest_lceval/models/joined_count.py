@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -220,6 +221,8 @@ class JoinedCounter:
     """``encode`` lengths of many texts in one call, for counting paragraphs."""
     _seams: dict[tuple[str, str], int] = field(default_factory=dict)
     _paragraphs: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    """A server backend counts prompts from several threads."""
 
     def count_paragraphs(self, text: str) -> int | None:
         """The count of a whole prompt from the counts of its paragraphs, each counted once and
@@ -227,16 +230,17 @@ class JoinedCounter:
         articles) count prompts that differ in a few passages and share their demonstrations,
         so most paragraphs of the next count are known; None as for ``count``."""
         paragraphs = [_Paragraph(piece) for piece in _paragraph_texts(text)]
-        known = self._paragraphs
-        new = list(dict.fromkeys(p.text for p in paragraphs if p.text not in known))
-        counts = (self.count_many(new) if self.count_many is not None
-                  else [len(self.encode(piece)) for piece in new])
-        known.update(zip(new, counts, strict=True))
-        for paragraph in paragraphs:
-            known.move_to_end(paragraph.text)
-            paragraph.tokens = known[paragraph.text]
-        while len(known) > PARAGRAPHS_KEPT:
-            known.popitem(last=False)
+        with self._lock:
+            known = self._paragraphs
+            new = list(dict.fromkeys(p.text for p in paragraphs if p.text not in known))
+            counts = (self.count_many(new) if self.count_many is not None
+                      else [len(self.encode(piece)) for piece in new])
+            known.update(zip(new, counts, strict=True))
+            for paragraph in paragraphs:
+                known.move_to_end(paragraph.text)
+                paragraph.tokens = known[paragraph.text]
+            while len(known) > PARAGRAPHS_KEPT:
+                known.popitem(last=False)
         return self.count(text, text, paragraphs)
 
     def count(self, rendered: str, context: str, parts: Sequence[Part],
