@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
+from pytest_lceval.models import joined_count
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf_text import LONG_PROMPT, HFText
 from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule, rule_of
@@ -231,3 +232,18 @@ def test_a_long_prompt_counts_only_its_new_paragraphs(smollm2: HFText,
     seen.clear()
     assert smollm2.joined.count_paragraphs(second) == len(smollm2.prompt_ids(second))
     assert seen == []
+
+
+def test_kept_paragraphs_stay_within_their_character_budget(
+        smollm2: HFText, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(joined_count, "PARAGRAPH_CHARS_KEPT", 20_000)
+    joined = smollm2.joined
+    assert joined is not None
+    for round_ in range(10):  # 10 x 20 paragraphs of ~170 characters: some are let go
+        text = "\n\n".join(f"Paragraph {round_}.{i}: " + "word " * 30 for i in range(20))
+        assert joined.count_paragraphs(text) == len(smollm2.prompt_ids(text))
+        assert joined._kept_chars == sum(map(len, joined._paragraphs)) <= 20_000
+    assert joined._kept_chars > 15_000
+    long_one = "x" * 50 + "\n\n" + "y " * 150
+    assert joined.count_paragraphs(long_one) == len(smollm2.prompt_ids(long_one))
+    assert "\n\n" + "y " * 150 not in joined._paragraphs  # over a hundredth of the budget

@@ -68,8 +68,9 @@ _LINE_BREAK = re.compile(r"[\r\n]")
 _TEXT, _TOKENS = attrgetter("text"), attrgetter("tokens")
 _FIRST, _LAST = itemgetter(0), itemgetter(-1)
 SPECIALS_PROBE = 64
-PARAGRAPHS_KEPT = 50_000
-"""Paragraph counts a counter keeps (passages of a few hundred tokens: ~15 M tokens of text)."""
+PARAGRAPH_CHARS_KEPT = 32_000_000
+"""Characters of paragraphs whose counts a counter keeps (~8 M tokens of passages); a paragraph
+over a hundredth of that is counted but not kept."""
 """Characters of a prompt's start that decide which special tokens the backend adds."""
 
 
@@ -221,26 +222,36 @@ class JoinedCounter:
     """``encode`` lengths of many texts in one call, for counting paragraphs."""
     _seams: dict[tuple[str, str], int] = field(default_factory=dict)
     _paragraphs: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    _kept_chars: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     """A server backend counts prompts from several threads."""
 
     def count_paragraphs(self, text: str) -> int | None:
         """The count of a whole prompt from the counts of its paragraphs, each counted once and
-        kept for the next PARAGRAPHS_KEPT. Fitting loops (HELMET's passages, 100-LongBench's
-        articles) count prompts that differ in a few passages and share their demonstrations,
-        so most paragraphs of the next count are known; None as for ``count``."""
+        kept while the kept paragraphs hold at most PARAGRAPH_CHARS_KEPT characters. Fitting
+        loops (HELMET's passages, 100-LongBench's articles) count prompts that differ in a few
+        passages and share their demonstrations, so most paragraphs of the next count are
+        known. None for a text of one paragraph (nothing to share), or as for ``count``."""
         paragraphs = [_Paragraph(piece) for piece in _paragraph_texts(text)]
+        if len(paragraphs) < 2:
+            return None
         with self._lock:
             known = self._paragraphs
             new = list(dict.fromkeys(p.text for p in paragraphs if p.text not in known))
             counts = (self.count_many(new) if self.count_many is not None
                       else [len(self.encode(piece)) for piece in new])
-            known.update(zip(new, counts, strict=True))
+            fresh = dict(zip(new, counts, strict=True))
             for paragraph in paragraphs:
-                known.move_to_end(paragraph.text)
-                paragraph.tokens = known[paragraph.text]
-            while len(known) > PARAGRAPHS_KEPT:
-                known.popitem(last=False)
+                paragraph.tokens = (fresh[paragraph.text] if paragraph.text in fresh
+                                    else known[paragraph.text])
+            for paragraph in paragraphs:
+                if paragraph.text in known:
+                    known.move_to_end(paragraph.text)
+                elif len(paragraph.text) <= PARAGRAPH_CHARS_KEPT // 100:
+                    known[paragraph.text] = paragraph.tokens
+                    self._kept_chars += len(paragraph.text)
+            while self._kept_chars > PARAGRAPH_CHARS_KEPT:
+                self._kept_chars -= len(known.popitem(last=False)[0])
         return self.count(text, text, paragraphs)
 
     def count(self, rendered: str, context: str, parts: Sequence[Part],
