@@ -218,7 +218,7 @@ class JoinedCounter:
     """Ids without special tokens."""
     count_prompt: Callable[[str], int]
     """The backend's count of a rendered prompt, special tokens included."""
-    count_many: Callable[[list[str]], list[int]] | None = None
+    count_many: Callable[[list[str]], list[int]]
     """``encode`` lengths of many texts in one call, for counting paragraphs."""
     _seams: dict[tuple[str, str], int] = field(default_factory=dict)
     _paragraphs: OrderedDict[str, int] = field(default_factory=OrderedDict)
@@ -238,16 +238,14 @@ class JoinedCounter:
         with self._lock:
             known = self._paragraphs
             new = list(dict.fromkeys(p.text for p in paragraphs if p.text not in known))
-            counts = (self.count_many(new) if self.count_many is not None
-                      else [len(self.encode(piece)) for piece in new])
-            fresh = dict(zip(new, counts, strict=True))
-            for paragraph in paragraphs:
-                paragraph.tokens = (fresh[paragraph.text] if paragraph.text in fresh
-                                    else known[paragraph.text])
+            fresh = dict(zip(new, self.count_many(new), strict=True))
             for paragraph in paragraphs:
                 if paragraph.text in known:
+                    paragraph.tokens = known[paragraph.text]
                     known.move_to_end(paragraph.text)
-                elif len(paragraph.text) <= PARAGRAPH_CHARS_KEPT // 100:
+                    continue
+                paragraph.tokens = fresh[paragraph.text]
+                if len(paragraph.text) <= PARAGRAPH_CHARS_KEPT // 100:
                     known[paragraph.text] = paragraph.tokens
                     self._kept_chars += len(paragraph.text)
             while self._kept_chars > PARAGRAPH_CHARS_KEPT:
@@ -261,8 +259,9 @@ class JoinedCounter:
         at = rendered.find(context) if context else -1
         if at < 0:
             return None
-        texts = list(map(_TEXT, parts))
-        total = sum(map(_TOKENS, parts)) + self._trim(texts, parts, trim)
+        texts, counts = list(map(_TEXT, parts)), list(map(_TOKENS, parts))
+        self._trim(texts, counts, trim)
+        total = sum(counts)
         if sum(map(len, texts)) != len(context):
             return None  # not the parts of this context (a context built without them)
         before, after = rendered[:at], rendered[at + len(context):]
@@ -279,25 +278,21 @@ class JoinedCounter:
         probe = rendered[:SPECIALS_PROBE]
         return self.count_prompt(probe) - len(self.encode(probe))
 
-    def _trim(self, texts: list[str], parts: Sequence[Part], trim: tuple[int, int]) -> int:
-        """Cut ``trim`` characters off the ends of ``texts`` (the parts' texts) in place; the
-        tokens this adds to the parts' counts (the cut parts are counted again)."""
-        change, (start, end) = 0, trim
+    def _trim(self, texts: list[str], counts: list[int], trim: tuple[int, int]) -> None:
+        """Cut ``trim`` characters off the ends of ``texts`` in place, counting the cut ones
+        again in ``counts``."""
+        start, end = trim
         for index in range(len(texts)):
             if not start:
                 break
-            cut = texts[index][start:]
-            start = max(0, start - len(texts[index]))
-            change += len(self.encode(cut)) - parts[index].tokens
-            texts[index] = cut
+            texts[index], start = texts[index][start:], max(0, start - len(texts[index]))
+            counts[index] = len(self.encode(texts[index]))
         for index in range(len(texts) - 1, -1, -1):
             if not end:
                 break
-            cut = texts[index][:max(0, len(texts[index]) - end)]
-            end = max(0, end - len(texts[index]))
-            change += len(self.encode(cut)) - len(self.encode(texts[index]))
-            texts[index] = cut
-        return change
+            kept = max(0, len(texts[index]) - end)
+            texts[index], end = texts[index][:kept], max(0, end - len(texts[index]))
+            counts[index] = len(self.encode(texts[index]))
 
     def _seams_of(self, texts: list[str]) -> Iterator[int | None]:
         """What each unsafe meeting of consecutive texts adds (non-empty texts). The texts'

@@ -74,7 +74,7 @@ class Stream:
 STREAMS_KEPT = 128
 """Filler streams kept per tokenizer: the cases of a cell (100 samples by default) each have
 their own, and the next cell (another length or depth) reads them again. A 128k-token stream
-of needles holds about 1.5 MB."""
+of needles holds about 1.2 MB."""
 
 
 def shared_stream(tokenizer: Tokenizer, key: Hashable, make: Callable[[], Iterator[str]]
