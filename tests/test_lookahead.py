@@ -145,6 +145,27 @@ def test_a_worker_waits_for_another_workers_claimed_answers(tmp_path: Path) -> N
     assert backend.sizes == [] and model.calls.requests == 0
 
 
+def test_a_request_answered_elsewhere_after_the_store_was_read_is_read_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another worker answers a request between this one's read of the store and its claim:
+    the claim passes over it, and the answer is read from the store (it was lost, a
+    KeyError, under -n 2)."""
+    model, backend = _model(tmp_path)
+    early, late = _request(1), _request(2)
+    answer = backend.mock.generate([early])[0]
+    claim = model.store.claim
+
+    def claim_after_another_answers(fingerprint: str, keys: list[str],
+                                    owner: str) -> tuple[list[str], list[str]]:
+        Store(tmp_path / "s.sqlite").put_answers(fingerprint, [(early.key(), answer.__dict__)])
+        return claim(fingerprint, keys, owner)
+
+    monkeypatch.setattr(model.store, "claim", claim_after_another_answers)
+    got = model.generate([early, late])
+    assert got[0] == answer and got[1] == backend.mock.generate([late])[0]
+    assert backend.sizes == [1] and model.calls.requests == 1
+
+
 def test_a_killed_workers_claims_do_not_hold_up_the_others(tmp_path: Path) -> None:
     """A process that claimed requests is killed (SIGKILL: no clean-up runs): another process
     answers them at once, without waiting for the claims to expire."""

@@ -134,7 +134,7 @@ class StoredModel:
         pending = [key for key in by_key if key not in answers]
         total, done, tokens = len(pending), 0, 0
         while pending:
-            mine, theirs = self.store.claim(fingerprint, pending, self.owner)
+            mine, _ = self.store.claim(fingerprint, pending, self.owner)
             try:
                 for start in range(0, len(mine), self.batch_size):
                     batch = mine[start : start + self.batch_size]
@@ -158,12 +158,16 @@ class StoredModel:
                 self.store.release_claims(fingerprint, [k for k in mine if k not in answers],
                                           self.owner)
                 raise
-            if theirs:  # another process is answering these: read them as they land
+            # What is left was claimed by another process, or answered by one since the store
+            # was first read (the claim passes over answered requests): read what has landed,
+            # and wait for the rest.
+            waiting = [key for key in pending if key not in answers]
+            landed = self.store.get_answers(fingerprint, waiting) if waiting else {}
+            answers.update((key, load(value)) for key, value in landed.items())
+            done += len(landed)
+            pending = [key for key in waiting if key not in answers]
+            if pending:
                 time.sleep(CLAIM_POLL_SECONDS)
-                landed = self.store.get_answers(fingerprint, theirs)
-                answers.update((key, load(value)) for key, value in landed.items())
-                done += len(landed)
-            pending = [key for key in theirs if key not in answers]
         self.calls.seconds += time.perf_counter() - started
         first = {key: index for index, key in reversed(list(enumerate(keys)))}
         return ([answers[key] for key in keys],
