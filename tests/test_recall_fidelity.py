@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from run_outputs import read_results
-from scipy.special import zeta
 from toy_suite import RECALL_SUITE
 
 from pytest_lceval.chat_choice import renderer_for
@@ -375,14 +374,14 @@ def test_fwe_prompt_is_pinned() -> None:
     assert case.gold == ("capmxy", "naeqch", "lnbyhl")
 
 
-def zipf_words(counts: list[int], size: int) -> tuple[float, float]:
-    """The range of n for which counts[k-1] == floor(n k^-2 / zeta(2)) for every rank k; a
-    single point when some words whose counts step up at that n have and others not yet."""
-    low, high = 0.0, float("inf")
-    for rank, count in enumerate(counts + [0] * (size - len(counts)), 1):
-        weight = rank ** -2.0 / zeta(2.0)
-        low, high = max(low, count / weight), min(high, (count + 1) / weight)
-    return low, high
+def zipf_words(counts: list[int], size: int) -> tuple[int, int]:
+    """The range of m = n / zeta(2) for which counts[k-1] == floor(m k^-2) for every rank k,
+    i.e. count k^2 <= m < (count + 1) k^2: whole numbers, so compared exactly (as floats,
+    bounds that meet at one n differ in their last bit). A single point when some words whose
+    counts step up at that n have and others not yet."""
+    ranked = enumerate(counts + [0] * (size - len(counts)), 1)
+    bounds = [(count * rank**2, (count + 1) * rank**2) for rank, count in ranked]
+    return max(low for low, _ in bounds), min(high for _, high in bounds)
 
 
 def user_and_answer(case: Case) -> tuple[str, str]:
