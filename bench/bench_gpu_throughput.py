@@ -119,7 +119,8 @@ def random_backend(arch: str, tokenizer: PreTrainedTokenizerBase, device: torch.
                    seed: int) -> HFBackend:
     config = llama_config(arch)
     spec = f"random:{arch}"
-    checkpoint = RandomCheckpoint(spec, None, device, resolve_dtype("auto", device), config, seed)
+    checkpoint = RandomCheckpoint(spec, None, device, resolve_dtype("auto", device),
+                                  config=config, seed=seed)
     return HFBackend(spec, checkpoint, tokenizer, config, [], LoadOptions(),
                      {"random_init": arch, "seed": seed})
 
@@ -293,6 +294,14 @@ def measure_grid(arch: str, tokenizer: PreTrainedTokenizerBase, cells: list[Grid
     print(f"  fingerprint {backend.fingerprint[:12]} (computed before the clock starts)")
     backend.generate([dataclasses.replace(warm, max_new_tokens=2)])
     raw_generate(model, tokenizer, cells[0].prompt_ids[:1], 1, 2)
+    most = max(args.raw_batches + [args.cross_batch_size])
+    rows = {format_length(length): next(n for n in range(most, 0, -1) if backend.memory.fits(
+        n, max(len(ids) for g in cells if g.cell.length == length for ids in g.prompt_ids)
+        + args.new_tokens)) for length in args.lengths}
+    budget = (f"{backend.memory.budget / 2**30:.1f} GiB" if args.device.type == "cuda"
+              else f"{backend.memory.budget:,.0f} padded tokens")
+    print(f"  the backend's batch budget ({budget}) holds, of at most {most} rows: "
+          + ", ".join(f"{n} at {length}" for length, n in rows.items()))
 
     with tempfile.TemporaryDirectory() as store_dir:
         per_cell = per_cell_seconds(backend, cells, args.batch_size, Path(store_dir))

@@ -59,6 +59,14 @@ class GpuPlan:
     def table(self, workers: int) -> dict[str, tuple[str, ...]]:
         return {f"gw{k}": self.for_worker(f"gw{k}") for k in range(workers)}
 
+    def sharers(self, worker_id: str, workers: int) -> int:
+        """How many of the ``workers`` hold one of this worker's GPUs, itself included: they
+        divide its memory. 1 without GPUs or with assignment off (nothing is known then)."""
+        if not self.enabled or not self.gpus:
+            return 1
+        mine = set(self.for_worker(worker_id))
+        return sum(1 for held in self.table(workers).values() if mine & set(held))
+
 
 def parse_gpu_list(text: str) -> tuple[str, ...]:
     """'0,1, 3' -> ('0', '1', '3'); '' -> (); ids may be indices or GPU UUIDs."""

