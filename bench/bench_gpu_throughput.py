@@ -61,6 +61,7 @@ from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.presets import preset_directory
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.records import GenerateRequest
+from pytest_lceval.settings import BATCH_SIZE_ELSEWHERE, LOOKAHEAD_BATCHES
 from pytest_lceval.store import Store
 from pytest_lceval.tasks.base import BuildContext, get_task
 
@@ -175,8 +176,8 @@ def timed(device: torch.device, action: Callable[[], object]) -> float:
 def per_cell_seconds(backend: HFBackend, cells: list[GridCell], batch_size: int,
                      store_dir: Path) -> dict[int, float]:
     """Seconds per length with each cell's requests answered on their own, through the store
-    in batches of --lceval-batch-size: the path a pytest test takes today, tokenising the
-    prompts and writing the answers included, as there."""
+    in batches of --lceval-batch-size: the path a pytest test takes with
+    --lceval-lookahead=0, tokenising the prompts and writing the answers included, as there."""
     stored = StoredModel(backend, Store(store_dir / "store.sqlite"), batch_size)
     seconds: dict[int, float] = {}
     for grid_cell in cells:
@@ -574,8 +575,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--lengths", type=_list(parse_length), default=[4096, 16384, 32768])
     common.add_argument("--depths", type=_list(float), default=[50.0])
     common.add_argument("--samples", type=int, default=10, help="cases per cell (pytest's 10)")
-    common.add_argument("--batch-size", type=int, default=8,
-                        help="--lceval-batch-size of the per-cell path (pytest's 8)")
+    common.add_argument("--batch-size", type=int, default=BATCH_SIZE_ELSEWHERE,
+                        help=f"--lceval-batch-size of the per-cell path and the pytest runs "
+                             f"(pytest's default on a GPU, {BATCH_SIZE_ELSEWHERE})")
     common.add_argument("--workers", type=_list(int), default=None,
                         help="pytest -n values to compare (haystack: 0; recall-workers: 0,2)")
     common.add_argument("--lookaheads", type=_list(str), default=["auto"],
@@ -589,12 +591,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     grid = commands.add_parser("grid", parents=[common], help="recall grid tokens/s, in process")
     grid.add_argument("--new-tokens", type=int, default=50, help="forced output length")
-    grid.add_argument("--raw-batches", type=_list(int), default=[1, 4, 16],
+    grid.add_argument("--raw-batches", type=_list(int), default=[1, 4, 16, 32],
                       help="batch sizes the raw engine is tried at")
-    grid.add_argument("--cross-batch-size", type=int, default=16,
-                      help="--lceval-batch-size of the cross-cell path")
-    grid.add_argument("--lookahead", type=int, default=256,
-                      help="--lceval-lookahead of the cross-cell path (cases)")
+    grid.add_argument("--cross-batch-size", type=int, default=BATCH_SIZE_ELSEWHERE,
+                      help="--lceval-batch-size of the cross-cell path (pytest's GPU default)")
+    grid.add_argument("--lookahead", type=int, default=BATCH_SIZE_ELSEWHERE * LOOKAHEAD_BATCHES,
+                      help="--lceval-lookahead of the cross-cell path, in cases (pytest's "
+                           "auto on a GPU)")
     grid.add_argument("--peak-tflops", type=float, default=H100_BF16_PEAK_TFLOPS,
                       help="bf16 peak the prefill is compared with (default: H100 SXM dense)")
     haystack = commands.add_parser("haystack", parents=[common],

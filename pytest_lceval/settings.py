@@ -42,6 +42,11 @@ MAX_SAMPLES = 10_000
 """Most cases per cell (RULER uses 500, HELMET 100); more only multiplies the run time."""
 MAX_BATCH_SIZE = 4096
 """Most requests per backend call."""
+BATCH_SIZE_ON_CPU = 8
+BATCH_SIZE_ELSEWHERE = 32
+"""--lceval-batch-size's default: 8 for a model computing on this CPU, where every row of a call
+costs its share; 32 on a GPU or behind a server, where more rows a call are nearly free (the HF
+backend splits a call into forward passes by memory, ``models/batch_memory.py``)."""
 MAX_LOOKAHEAD = 1_000_000
 LOOKAHEAD_BATCHES = 4
 """--lceval-lookahead auto: this many backend calls' worth of cases."""
@@ -75,7 +80,7 @@ class Settings:
     """Tasks to keep (empty = every task of each suite)."""
     dtype: str = "auto"
     device: str = "auto"
-    batch_size: int = 8
+    batch_size: int = BATCH_SIZE_ON_CPU
     lookahead: int = 32
     """Cases measured together with the running cell's, from the cells selected after it, so
     that the engine gets batches of many cells (0: each cell alone)."""
@@ -159,7 +164,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--lceval-device", dest="lceval_device", default=None,
                     help="device for local backends: auto, cpu, cuda, cuda:N")
     group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
-                    help="requests per backend call (default 8)")
+                    help=f"requests per backend call (default {BATCH_SIZE_ON_CPU} for a model "
+                         f"on this CPU, {BATCH_SIZE_ELSEWHERE} on a GPU or a server)")
     group.addoption("--lceval-lookahead", dest="lceval_lookahead", default=None,
                     help="cases measured together, from the running cell and the selected cells "
                          "after it, so one backend call holds many cells' requests: a number, "
@@ -351,8 +357,8 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     out_root = get("lceval_out", lambda v: Path(str(v)), rootdir / "reports", "Give a folder path.")
     store = get("lceval_store", lambda v: Path(str(v)), rootdir / ".lceval" / "store.sqlite",
                 "Give a file path.")
-    batch_size = get("lceval_batch_size", lambda v: _positive_int(v, MAX_BATCH_SIZE), 8,
-                     "Give e.g. --lceval-batch-size 4.")
+    batch_size = get("lceval_batch_size", lambda v: _positive_int(v, MAX_BATCH_SIZE),
+                     auto_batch_size(model, device), "Give e.g. --lceval-batch-size 4.")
     lookahead = get("lceval_lookahead", _lookahead, None,
                     "Give a number of cases such as --lceval-lookahead 256, 0 or auto.")
     return Settings(
@@ -412,8 +418,16 @@ def auto_lookahead(batch_size: int, model: str, device: str) -> int:
     are nearly free (a GPU, a server); none for a model computing on this CPU, where every row
     of a batch costs its share and finished rows wait for the longest one (the embedded model's
     main job took 8 min 6 s measured together against 6 min 46 s one cell at a time)."""
-    on_cpu = model_place(_backend_kind(model), device, os.environ).on_cpu
-    return 0 if on_cpu else batch_size * LOOKAHEAD_BATCHES
+    return 0 if _on_cpu(model, device) else batch_size * LOOKAHEAD_BATCHES
+
+
+def auto_batch_size(model: str, device: str) -> int:
+    """--lceval-batch-size's default (see ``BATCH_SIZE_ELSEWHERE``)."""
+    return BATCH_SIZE_ON_CPU if _on_cpu(model, device) else BATCH_SIZE_ELSEWHERE
+
+
+def _on_cpu(model: str, device: str) -> bool:
+    return model_place(_backend_kind(model), device, os.environ).on_cpu
 
 
 def _grid_choice(text: Any) -> str:

@@ -26,7 +26,7 @@ from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.records import GenerateRequest
 from pytest_lceval.results import CellResult
-from pytest_lceval.settings import auto_lookahead
+from pytest_lceval.settings import auto_batch_size, auto_lookahead
 from pytest_lceval.store import Store, process_owner
 from pytest_lceval.suite import Suite
 
@@ -248,11 +248,12 @@ def test_two_workers_look_ahead_over_different_cells(tmp_path: Path) -> None:
     ("openai:m", "auto", "", 64),           # a server
     ("mock:grep", "auto", "", 64),
 ])
-def test_auto_lookahead_is_off_only_for_a_model_on_this_cpu(
+def test_auto_lookahead_is_off_and_batches_small_only_for_a_model_on_this_cpu(
         monkeypatch: pytest.MonkeyPatch, model: str, device: str, cuda: str,
         expected: int) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cuda)
     assert auto_lookahead(16, model, device) == expected
+    assert auto_batch_size(model, device) == (8 if expected == 0 else 32)
 
 
 # -- whole runs: identical results, each request once ------------------------------------
