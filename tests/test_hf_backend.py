@@ -8,6 +8,7 @@ tokens are tested as users meet them. One test, marked ``real_model``, runs the 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import time
 from collections.abc import Callable, Iterator
@@ -22,9 +23,14 @@ transformers = pytest.importorskip("transformers")
 
 from pytest_lceval.models import batch_memory, hf  # noqa: E402
 from pytest_lceval.models.base import cut_at_stop  # noqa: E402
-from pytest_lceval.models.batch_memory import CPU_BATCH_TOKENS, BatchMemory  # noqa: E402
+from pytest_lceval.models.batch_memory import (  # noqa: E402
+    CPU_BATCH_TOKENS,
+    BatchMemory,
+    RowCost,
+)
 from pytest_lceval.models.hf import HFBackend, load_hf  # noqa: E402
 from pytest_lceval.models.registry import LoadOptions, MissingDependencyError  # noqa: E402
+from pytest_lceval.models.serving import ServingOptions  # noqa: E402
 from pytest_lceval.models.weights import weights_identity  # noqa: E402
 from pytest_lceval.records import (  # noqa: E402
     GenerateRequest,
@@ -189,6 +195,25 @@ def test_out_of_memory_halves_the_batch_and_the_budget(load: Callable[..., HFBac
                         _out_of_memory_above(0, backend._generate_batch, calls))
     with pytest.raises(torch.OutOfMemoryError):
         backend.generate(requests[:1])
+
+
+def test_on_a_gpu_the_budget_is_the_share_left_after_the_weights(
+        tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring, without a GPU: --lceval-gpu-memory reaches the checkpoint, and the budget is
+    read from the card once the weights are in (free and allocated memory faked)."""
+    backend = load_hf(str(tiny_dirs["gemma"]), LoadOptions(
+        chat_template="off", serving=ServingOptions(gpu_memory=0.3)))
+    assert backend.checkpoint.gpu_memory == 0.3
+    assert load_hf(str(tiny_dirs["gemma"]), LoadOptions()).checkpoint.gpu_memory == 0.9
+    # The weights load on this CPU; the budget then believes they sit on a 10 GB card.
+    assert backend.model.device.type == "cpu"
+    backend.checkpoint = dataclasses.replace(backend.checkpoint, device=torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (8 * 10**9, 10 * 10**9))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 10**9)
+    cost = RowCost.of(backend.model.config, 4, backend.prefill_chunk)
+    assert cost is not None and cost.sliding and cost.prefill_chunk == hf.PREFILL_CHUNK
+    assert backend.memory == BatchMemory.for_gpu(cost, 8 * 10**9, 10 * 10**9, 0.3, 10**9)
+    assert backend.memory.budget == pytest.approx(0.9 * 2 * 10**9)
 
 
 def test_out_of_memory_halves_a_batch_of_rank_suffixes(load: Callable[..., HFBackend],
