@@ -20,12 +20,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf_text import HFText, load_hf_text
 from pytest_lceval.models.presets import preset_directory
-from pytest_lceval.tasks.base import BuildContext, get_task
+from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.fitting import Frame, window
 from pytest_lceval.tasks.recall_json import INSTRUCTION
 from pytest_lceval.tasks.recall_niah import Wording
@@ -90,7 +91,7 @@ def measure(name: str, text: HFText, data: DataSource, length: int, repeats: int
             naive: Callable[[], object]) -> None:
     """Time one task's builds (cold, warm new cases, same case at another depth) and the naive
     fit, side by side."""
-    task = get_task(name)
+    task = builtin_task(name)
     cases = []
 
     def build(seed: int, depth: float) -> None:

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
+from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell, format_length, parse_length
-from pytest_lceval.tasks.base import BuildContext, GenerationTask, get_task, tasks_of_suite
+from pytest_lceval.tasks.base import BuildContext, GenerationTask
 from pytest_lceval.tasks.fitting import window
 
 TARGET_SECONDS = 60.0
@@ -62,7 +63,7 @@ def _load(data: Path, model: str, loaded: Barrier) -> None:
 def _build(job: tuple[str, str, tuple[int, ...], int]) -> Built:
     suite, name, lengths, samples = job
     assert _context is not None
-    task = get_task(name)
+    task = builtin_task(name)
     started = time.perf_counter()
     cases = outside = 0
     for cell in cells(suite, task, lengths, samples):
@@ -95,18 +96,18 @@ def main() -> None:
                         help="a preset (smollm2, gemma3-270m) or a tokenizer folder")
     args = parser.parse_args()
     lengths = tuple(parse_length(text) for text in args.lengths.split(","))
-    known = [task.name for task in tasks_of_suite(args.suite)]
+    known = [task.name for task in builtin_tasks(args.suite)]
     names = [name for name in args.tasks.split(",") if name] or known
     if unknown := sorted(set(names) - set(known)):
         parser.error(f"--tasks: unknown {args.suite} task(s) {', '.join(unknown)}; known: "
                      f"{', '.join(known) or 'none (--suite unknown)'}")
     data = DataSource(args.data if (args.data / "pg_essays").is_dir() else None)
     for name in list(names):
-        missing = getattr(get_task(name), "missing_data", lambda _: None)(data)
+        missing = getattr(builtin_task(name), "missing_data", lambda _: None)(data)
         if missing:
             print(f"  {name}: skipped, {missing}")
             names.remove(name)
-    total = sum(len(cells(args.suite, get_task(name), lengths, args.samples)) for name in names)
+    total = sum(len(cells(args.suite, builtin_task(name), lengths, args.samples)) for name in names)
     print(f"{args.suite} grid: {len(names)} tasks x lengths "
           f"{', '.join(map(format_length, lengths))} x {len(DEPTHS)} depths (1 for a task "
           f"without a depth axis) x {args.samples} samples "

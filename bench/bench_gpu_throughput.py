@@ -50,6 +50,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.chat_choice import renderer_for
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell, format_length, parse_length
@@ -63,7 +64,7 @@ from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.records import GenerateRequest
 from pytest_lceval.settings import BATCH_SIZE_ELSEWHERE, LOOKAHEAD_BATCHES
 from pytest_lceval.store import Store
-from pytest_lceval.tasks.base import BuildContext, get_task
+from pytest_lceval.tasks.base import BuildContext
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".lceval" / "gpu-bench"
@@ -148,7 +149,7 @@ def build_grid(text: HFText, args: argparse.Namespace) -> list[GridCell]:
     data = DataSource(args.data)
     cells = []
     for name in args.tasks:
-        task = get_task(name)
+        task = builtin_task(name)
         context = BuildContext(text, renderer_for(text.renderer, "auto", task), data, args.seed)
         for length in args.lengths:
             for depth in (args.depths if task.uses_depth else [None]):

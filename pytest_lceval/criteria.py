@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from .evaluation import Need
 from .named import by_name
 from .results import CellResult, Judgement
+
+if TYPE_CHECKING:
+    from .evaluation import Need
 
 Evidence = Mapping[Hashable, Any]
 """Need key -> what measuring it gave."""

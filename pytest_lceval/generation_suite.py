@@ -4,6 +4,7 @@ cases built by a registered task, answered through the store, scored by the task
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 import pytest
@@ -21,7 +22,7 @@ from .results import SAMPLE_CHARS, CellResult, clip_sample
 from .settings import Settings
 from .stats import mean_ci
 from .suite import CellRefused, CellSkipped, Suite
-from .tasks.base import CellDoesNotFit, get_task, tasks_of_suite
+from .tasks.base import CellDoesNotFit, GenerationTask
 from .workers import worker_label
 
 SAMPLES_KEPT = 3
@@ -52,21 +53,43 @@ class CountsOutputs(Protocol):
 
 
 class GenerationSuite(Suite):
-    """A suite whose cells are its registered generation tasks (``tasks.base.register``) over
-    the run's lengths and, for tasks with a key position, its depths."""
+    """A suite whose cells are the generation tasks it declares, over the run's lengths and,
+    for tasks with a key position, its depths. The tasks live in the suite object, which lives
+    for one session: nothing a run declares is left for the next run in the same process."""
 
     measures_ahead = True
 
-    def __init__(self, name: str, description: str = "",
+    def __init__(self, name: str, tasks: Iterable[GenerationTask], description: str = "",
                  policy: VerdictPolicy = LENGTH_SWEEP) -> None:
         self.name = name
+        self.tasks: dict[str, GenerationTask] = {}
         self.description = description or f"cells of the {name} suite"
         self.policy = policy
+        self._add(tasks)
+
+    def _add(self, tasks: Iterable[GenerationTask]) -> None:
+        for task in tasks:
+            if task.name in self.tasks:
+                raise pytest.UsageError(
+                    f"pytest-lceval: suite {self.name!r} has two tasks named {task.name!r} "
+                    f"({type(self.tasks[task.name]).__qualname__} and "
+                    f"{type(task).__qualname__}); rename one")
+            self.tasks[task.name] = task
+
+    def with_tasks(self, tasks: Iterable[GenerationTask]) -> GenerationSuite:
+        self._add(tasks)
+        return self
+
+    def task(self, name: str) -> GenerationTask:
+        return self.tasks[name]
+
+    def task_names(self) -> list[str]:
+        return list(self.tasks)
 
     def grid(self, settings: Settings) -> list[Cell]:
-        tasks = tasks_of_suite(self.name)
+        tasks = list(self.tasks.values())
         if not tasks:
-            raise pytest.UsageError(f"pytest-lceval: suite {self.name!r} has no registered tasks")
+            raise pytest.UsageError(f"pytest-lceval: suite {self.name!r} declares no tasks")
         if settings.tasks:
             tasks = [task for task in tasks if task.name in settings.tasks]
         missing = self.missing_data(settings)
@@ -82,11 +105,11 @@ class GenerationSuite(Suite):
         """Tasks of the suite whose data the data directory lacks, and what they need: they
         have no cells (a run without --lceval-data still runs every other suite)."""
         data = settings.data_source()
-        missing = {task.name: need for task in tasks_of_suite(self.name)
+        missing = {task.name: need for task in self.tasks.values()
                    if isinstance(task, NeedsData) and (need := task.missing_data(data))}
         if settings.judge is None:  # scored by a judge model, which the run does not name
             missing.update({task.name: NEEDS_JUDGE
-                            for task in tasks_of_suite(self.name)
+                            for task in self.tasks.values()
                             if isinstance(task, JudgedTask) and task.name not in missing})
         return missing
 
@@ -103,7 +126,7 @@ class GenerationSuite(Suite):
 
     def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
         model = evaluator.model
-        task = get_task(cell.task)
+        task = self.tasks[cell.task]
         if cell.length > model.context_window and evaluator.reference is None:
             raise CellSkipped(f"cell length {cell.length} tokens exceeds the model's context "
                               f"window of {model.context_window} tokens")

@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from .models.base import Backend
     from .models.registry import LoadOptions
     from .results import CellResult, Judgement
-    from .suite import Suite
+    from .suite import MoreTasks, Suite
 
 
 @pytest.hookspec
-def pytest_lceval_suites(config: pytest.Config) -> list[Suite] | None:
-    """The suites a plugin provides. Called once per process, after ``pytest_configure``."""
+def pytest_lceval_suites(config: pytest.Config) -> list[Suite | MoreTasks] | None:
+    """The suites a plugin provides, each declaring its tasks, and the tasks it adds to other
+    plugins' suites (``MoreTasks``). Called once per session, after ``pytest_configure``:
+    return new objects, so nothing outlives the session."""
 
 
 @pytest.hookspec

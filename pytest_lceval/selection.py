@@ -20,7 +20,6 @@ from .generation_suite import NEEDS_JUDGE
 from .grid import Cell
 from .settings import Settings
 from .suite import Suite, suites_of
-from .tasks.base import all_task_names
 
 NO_CELLS_MARK = "lceval_no_cells"
 """Marks the placeholder test that stands for a suite whose grid is empty."""
@@ -41,8 +40,8 @@ class Grid:
 
 
 def known_task_names(config: pytest.Config) -> set[str]:
-    """Registered generation tasks and the tasks suites name (Task Haystack's sets)."""
-    names = set(all_task_names())
+    """The tasks every suite of the session knows."""
+    names: set[str] = set()
     for suite in suites_of(config).values():
         names.update(suite.task_names())
     return names
@@ -56,8 +55,8 @@ def check_task_names(settings: Settings, known: set[str]) -> None:
         if unknown:
             raise pytest.UsageError(
                 f"pytest-lceval: {option}: unknown task(s) {_with_hints(unknown, known)}. "
-                f"Tasks registered in a test module are known only once it is imported: "
-                f"register them in a conftest.py")
+                f"A task of your own is declared by its suite, returned from a "
+                f"pytest_lceval_suites hook in a conftest.py or plugin")
 
 
 def _with_hints(unknown: list[str], known: set[str]) -> str:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -65,9 +67,18 @@ class Suite(ABC):
         return evaluator.data.origin("pg_essays")
 
     def task_names(self) -> list[str]:
-        """Tasks this suite knows beyond the registered generation tasks, so that
-        ``--lceval-tasks`` and per-task thresholds are checked against every suite."""
+        """The tasks this suite knows, so that ``--lceval-tasks`` and per-task thresholds are
+        checked against every suite."""
         return []
+
+    def task(self, name: str) -> Any:
+        """The task object named ``name``; KeyError for a suite whose tasks are not objects."""
+        raise KeyError(f"suite {self.name!r} has no task object {name!r}")
+
+    def with_tasks(self, tasks: Iterable[Any]) -> Suite:
+        """This suite with the tasks another plugin adds (:class:`MoreTasks`)."""
+        raise pytest.UsageError(f"pytest-lceval: suite {self.name!r} does not take tasks from "
+                                f"other plugins")
 
     def why_empty(self, settings: Settings) -> str:
         """Why the grid has no cell with these settings (shown when nothing is left to run)."""
@@ -90,13 +101,33 @@ class Suite(ABC):
         return []
 
 
+@dataclass(frozen=True)
+class MoreTasks:
+    """Tasks a plugin adds to a suite that another plugin declares (a task of your own in the
+    built-in ``recall`` suite): returned from ``pytest_lceval_suites`` beside suites."""
+
+    suite: str
+    tasks: tuple[Any, ...]
+
+
 SUITES = pytest.StashKey[dict[str, Suite]]()
 
 
 def suites_of(config: pytest.Config) -> dict[str, Suite]:
-    """Every registered suite by name, gathered once from ``pytest_lceval_suites``."""
+    """Every suite by name with the tasks plugins add to it, gathered once per session from
+    ``pytest_lceval_suites`` (the answers are the session's own objects)."""
     if SUITES not in config.stash:
-        config.stash[SUITES] = by_name(config.hook.pytest_lceval_suites(config=config), "suite")
+        answers = [list(group or ()) for group in config.hook.pytest_lceval_suites(config=config)]
+        suites = by_name([[item for item in group if isinstance(item, Suite)]
+                          for group in answers], "suite")
+        for more in (item for group in answers for item in group if isinstance(item, MoreTasks)):
+            if more.suite not in suites:
+                raise pytest.UsageError(
+                    f"pytest-lceval: tasks {', '.join(t.name for t in more.tasks)} are added to "
+                    f"suite {more.suite!r}, which no plugin declares. Known: "
+                    f"{', '.join(sorted(suites))}")
+            suites[more.suite] = suites[more.suite].with_tasks(more.tasks)
+        config.stash[SUITES] = suites
     return config.stash[SUITES]
 
 

@@ -59,6 +59,22 @@ def _inner_runs_are_not_xdist_workers(request: pytest.FixtureRequest,
             monkeypatch.delenv(name, raising=False)
 
 
+NO_RANDOM_ORDER = ("-p", "no:randomly")
+"""The outer run's order is random (pytest-randomly); an inner run checks the plugin on the
+order it collects, as a user's run does, and two inner runs of one test compare results cell by
+cell, so pytest-randomly stays out of them (pytester drops $PYTEST_ADDOPTS, hence arguments)."""
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    inline, subprocess = pytester.inline_run, pytester.runpytest_subprocess
+    monkeypatch.setattr(pytester, "inline_run",
+                        lambda *args, **kwargs: inline(*args, *NO_RANDOM_ORDER, **kwargs))
+    monkeypatch.setattr(pytester, "runpytest_subprocess",
+                        lambda *args, **kwargs: subprocess(*args, *NO_RANDOM_ORDER, **kwargs))
+    return pytester
+
+
 @pytest.fixture(autouse=True)
 def _native_modules_outlive_inner_runs(request: pytest.FixtureRequest) -> None:
     """Import them in this process first, so inner runs reuse them instead of re-importing."""

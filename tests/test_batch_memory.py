@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_lceval.models.batch_memory import CPU_BATCH_TOKENS, GPU_HEADROOM, BatchMemory, RowCost
+from pytest_lceval.models.hf import cache_of
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -42,7 +43,7 @@ def test_the_kv_estimate_bounds_the_cache_a_forward_pass_keeps(name: str, length
     cost = RowCost.of(config, 4, None)  # float32
     assert cost is not None
     with torch.inference_mode():
-        cache = model(input_ids=torch.randint(0, 64, (1, length)), use_cache=True).past_key_values
+        cache = cache_of(model(input_ids=torch.randint(0, 64, (1, length)), use_cache=True))
     kept = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
     estimate = cost(length) - length * (cost.activations_per_token + length * 5)  # the mask
     assert kept <= estimate <= kept + sum(size for _, size in cost.sliding)

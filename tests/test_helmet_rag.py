@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from shared_data import SHARED_DATA
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
 from pytest_lceval.grid import Cell
@@ -17,7 +18,7 @@ from pytest_lceval.helmet.passages import Doc
 from pytest_lceval.metrics import normalize_answer
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.tasks.base import BuildContext, get_task
+from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_rag import kilt_questions, parse_answer, sub_em
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet"
@@ -51,7 +52,7 @@ def word_context(data: Path | None, seed: int = 42) -> BuildContext:
 
 
 def test_prompt_is_helmets_template_with_two_demos_and_the_gold_at_the_depth() -> None:
-    case = get_task("kilt_nq").build(Cell("rag", "kilt_nq", 200, 50.0, 1),
+    case = builtin_task("kilt_nq").build(Cell("rag", "kilt_nq", 200, 50.0, 1),
                                      word_context(FIXTURES))[0]
     assert case.prompt == PINNED
     assert case.total_tokens <= 200 and case.prompt_tokens == len(WordTokenizer().encode(PINNED))
@@ -72,7 +73,7 @@ def test_kilt_loader_tells_the_gold_from_how_it_moves_between_a_questions_rows()
 
 
 def test_hotpotqa_places_its_two_golds_as_the_files_permutation() -> None:
-    task = get_task("kilt_hotpotqa")
+    task = builtin_task("kilt_hotpotqa")
     assert not task.uses_depth
     case = task.build(Cell("rag", "kilt_hotpotqa", 400, None, 1), word_context(FIXTURES))[0]
     assert case.depth is None and case.meta["gold_depths"] == [0.0, 100.0]
@@ -80,13 +81,13 @@ def test_hotpotqa_places_its_two_golds_as_the_files_permutation() -> None:
 
 @pytest.mark.parametrize("depth, expected", [(0.0, 0.0), (100.0, 100.0), (40.0, 42.857)])
 def test_depth_is_the_gold_passages_position_among_the_k(depth: float, expected: float) -> None:
-    case = get_task("kilt_nq").build(Cell("rag", "kilt_nq", 1000, depth, 2),
+    case = builtin_task("kilt_nq").build(Cell("rag", "kilt_nq", 1000, depth, 2),
                                      word_context(FIXTURES))[1]
     assert case.meta["passages"] == 8 and case.depth == expected  # index 3 of 0..7 at 40 %
 
 
 def test_a_missing_kilt_file_is_named_in_one_line(tmp_path: Path) -> None:
-    trivia, nq = get_task("kilt_triviaqa"), get_task("kilt_nq")
+    trivia, nq = builtin_task("kilt_triviaqa"), builtin_task("kilt_nq")
     assert isinstance(trivia, NeedsData) and isinstance(nq, NeedsData)
     assert trivia.missing_data(DataSource(tmp_path)) == (
         "HELMET's file kilt/triviaqa-dev-multikilt_1000_k*_dep6.jsonl (princeton-nlp/HELMET "
@@ -94,10 +95,10 @@ def test_a_missing_kilt_file_is_named_in_one_line(tmp_path: Path) -> None:
     assert nq.missing_data(DataSource(FIXTURES)) is None
     with pytest.raises(DataError, match=r"kilt_triviaqa needs HELMET's file "
                                         r"kilt/triviaqa-dev-multikilt_1000_k\*_dep6.jsonl"):
-        get_task("kilt_triviaqa").build(Cell("rag", "kilt_triviaqa", 1000, 50.0, 1),
+        builtin_task("kilt_triviaqa").build(Cell("rag", "kilt_triviaqa", 1000, 50.0, 1),
                                         word_context(tmp_path))
     with pytest.raises(DataError, match="nq needs nq_oracle/nq-open-oracle.jsonl.gz"):
-        get_task("nq").build(Cell("rag", "nq", 1000, 50.0, 1), word_context(None))
+        builtin_task("nq").build(Cell("rag", "nq", 1000, 50.0, 1), word_context(None))
 
 
 def test_a_file_whose_passages_do_not_move_is_refused(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_parse_answer_is_helmets() -> None:
 
 @needs_shared
 def test_substitute_screens_distractors_and_pairs_lengths() -> None:
-    task = get_task("nq")
+    task = builtin_task("nq")
     context = word_context(SHARED_DATA, seed=7)
     short = task.build(Cell("rag", "nq", 2048, 0.0, 2), context)
     long = task.build(Cell("rag", "nq", 4096, 100.0, 2), context)

@@ -12,13 +12,14 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
+from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext, get_task
+from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_rerank import (
     RerankTask,
     ndcg_at_10,
@@ -175,7 +176,7 @@ def test_a_ctx_without_a_label_names_its_file_and_record(tmp_path: Path) -> None
 
 
 def test_without_data_the_task_has_no_cells_and_its_error_names_both_folders() -> None:
-    task = get_task("msmarco_rerank")
+    task = builtin_task("msmarco_rerank")
     assert isinstance(task, NeedsData)
     assert task.missing_data(DataSource(FIXTURES)) is None
     assert "<data>/msmarco_dl/" in (task.missing_data(DataSource(None)) or "")
@@ -252,7 +253,7 @@ def test_substitute_pairs_queries_across_lengths_and_fills_them_by_k() -> None:
 
 @needs_substitute
 def test_the_suite_runs_cells_and_records_source_and_metrics(pytester: pytest.Pytester) -> None:
-    assert get_task("msmarco_rerank").suite == "rerank"
+    assert [task.name for task in builtin_tasks("rerank")] == ["msmarco_rerank"]
     pytester.makepyfile(test_rerank=SUITE_FILE)
     # "--opt=path": a bare path argument would make pytest take the data folder for rootdir
     outcome = pytester.runpytest("--model", "mock:grep", f"--lceval-data={SHARED_DATA}",

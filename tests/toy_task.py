@@ -11,13 +11,12 @@ from pytest_lceval.generation_suite import GenerationSuite
 from pytest_lceval.grid import Cell, case_seed
 from pytest_lceval.metrics import string_match_all
 from pytest_lceval.records import Case, Prompt
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit, register
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 
 
 @dataclass(frozen=True)
 class ToyNeedle:
     name: str = "toy"
-    suite: str = "toy"
     uses_depth: bool = True
     max_new_tokens: int = 8
 
@@ -42,9 +41,9 @@ class ToyNeedle:
         return string_match_all(output, case.gold)
 
 
-register(ToyNeedle())
+TASKS = [ToyNeedle()]
 
 
 def pytest_lceval_suites(config):
-    """The toy suite: the toy task over the run's lengths and depths."""
-    return [GenerationSuite("toy")]
+    """The toy suite: its tasks over the run's lengths and depths."""
+    return [GenerationSuite("toy", TASKS)]

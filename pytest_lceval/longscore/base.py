@@ -34,7 +34,7 @@ from ..prior_knowledge import exclude_known
 from ..progress import CellProgress
 from ..records import Case, stable_hash
 from ..stats import stratified_mean
-from ..tasks.base import CellDoesNotFit, GenerationTask, get_task
+from ..tasks.base import CellDoesNotFit, GenerationTask
 from ..workers import worker_label
 from .config import LongScoreSettings
 
@@ -168,7 +168,8 @@ class BaseAbilityNeed:
         return ("longscore-base", self.suite, self.task)
 
     def measure(self, evaluator: Evaluator) -> MeasuredBase:
-        return MeasuredBase(self.bases.measure(evaluator, self.suite, get_task(self.task)),
+        task = evaluator.task(self.suite, self.task)
+        return MeasuredBase(self.bases.measure(evaluator, self.suite, task),
                             evaluator.model.context_window)
 
 

@@ -34,6 +34,7 @@ stops the run at that cell as a failure to build the backend does.
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -276,9 +277,9 @@ class HFBackend(BaseBackend):
         cache = None
         for start in range(0, len(ids), step):
             chunk = torch.tensor([ids[start:start + step]], device=self.device)
-            output = self.model(input_ids=chunk, past_key_values=cache, use_cache=True,
+            output = self.model(input_ids=chunk, **self._cache_argument(cache), use_cache=True,
                                 logits_to_keep=1)
-            cache = output.past_key_values
+            cache = cache_of(output)
         self._last_prefix = _PrefixState(tuple(ids), cache, output.logits[0, -1])
         return self._last_prefix
 
@@ -342,7 +343,7 @@ class HFBackend(BaseBackend):
         logits = self.model(input_ids=torch.tensor([ids], device=self.device),
                             attention_mask=mask[None, None].to(self.device),
                             position_ids=torch.tensor([positions], device=self.device),
-                            past_key_values=copy.deepcopy(state.cache), use_cache=True,
+                            **self._cache_argument(copy.deepcopy(state.cache)), use_cache=True,
                             logits_to_keep=torch.tensor(last, device=self.device)).logits
         return logits[0]
 
@@ -360,10 +361,21 @@ class HFBackend(BaseBackend):
         if len(suffixes) > 1:
             cache.batch_repeat_interleave(len(suffixes))
         logits = self.model(input_ids=torch.tensor(padded, device=self.device),
-                            past_key_values=cache, use_cache=True,
+                            **self._cache_argument(cache), use_cache=True,
                             logits_to_keep=torch.tensor(keep, device=self.device)).logits
         return torch.stack([logits[row, keep.index(position)]  # [rows, len(keep), vocab]
                             for row, position in enumerate(last)])
+
+    def _cache_argument(self, cache: Any) -> dict[str, Any]:
+        """The KV cache as the forward's keyword: ``cache`` from transformers 5.24
+        (``past_key_values`` is deprecated there and goes in 5.40), ``past_key_values`` before
+        it, as on the GPU bench machine's 5.17 (``bench/gpu/README.md``)."""
+        return {self._cache_keyword: cache}
+
+    @cached_property
+    def _cache_keyword(self) -> str:
+        accepted = inspect.signature(self.model.forward).parameters
+        return "cache" if "cache" in accepted else "past_key_values"
 
     @property
     def _packable(self) -> bool:
@@ -523,3 +535,10 @@ def _generation_config(source: str, gguf_file: str | None, config: Any) -> Gener
     except OSError:
         return GenerationConfig.from_pretrained(source, config_file_name="config.json",
                                                 _from_model_config=True)
+
+
+def cache_of(output: Any) -> Any:
+    """The KV cache a forward returned: ``output.cache`` from transformers 5.24, where reading
+    ``past_key_values`` warns that it is deprecated; ``past_key_values`` before it."""
+    cache = getattr(output, "cache", None)
+    return output.past_key_values if cache is None else cache

@@ -27,7 +27,7 @@ from typing import Any
 from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..records import Case, Prompt
-from .base import BuildContext, CellDoesNotFit, register_all
+from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .cite_metrics import (
     Document,
     ScorerSlot,
@@ -51,7 +51,6 @@ from .helmet_cite_data import (
 )
 from .packing import depth_of
 
-SUITE = "cite"
 SHOTS = 2
 """HELMET's ``shots: 2``, drawn per case from the prompt file's four demonstrations."""
 MAX_NEW_TOKENS = 300
@@ -75,7 +74,6 @@ class CiteTask:
     alce_file: str
     demo_file: str
     nli: ScorerSlot
-    suite: str = SUITE
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = MAX_NEW_TOKENS
@@ -221,4 +219,4 @@ def _placed(documents: list[Document], gold: Document | None, place: float) -> l
 ASQA = CiteTask("alce_asqa", "asqa", "asqa_eval_gtr_top2000.json", "asqa_revised.json", NLI)
 QAMPARI = CiteTask("alce_qampari", "qampari", "qampari_eval_gtr_top2000.json",
                    "qampari_revised.json", NLI)
-register_all([ASQA, QAMPARI])
+TASKS: tuple[GenerationTask, ...] = (ASQA, QAMPARI)

@@ -32,7 +32,7 @@ from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..metrics import helmet_parse_output, normalize_answer
 from ..records import Case
-from .base import BuildContext, register_all
+from .base import BuildContext, GenerationTask
 from .fitting import Fitted, Frame, fit
 from .helmet_icl_data import (
     BANKING77,
@@ -182,7 +182,6 @@ class IclTask:
 
     name: str
     layout: Layout
-    suite: str = "icl"
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = MAX_NEW_TOKENS
@@ -227,10 +226,10 @@ class IclTask:
 
 
 # HELMET's dataset names without their shot counts ("clinic150" is HELMET's spelling).
-register_all([
+TASKS: tuple[GenerationTask, ...] = (
     IclTask("icl_trec_coarse", TREC_COARSE),
     IclTask("icl_trec_fine", TREC_FINE),
     IclTask("icl_nlu", NLU),
     IclTask("icl_banking77", BANKING77),
     IclTask("icl_clinic150", CLINC150),
-])
+)

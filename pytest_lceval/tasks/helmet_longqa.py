@@ -68,7 +68,7 @@ from ..judge.rubrics import RUBRICS, Rubric
 from ..metrics import helmet_parse_output, normalize_answer, rouge_f1
 from ..models.base import Tokenizer
 from ..records import Case
-from .base import BuildContext, CellDoesNotFit, register_all
+from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .fitting import Fitted, Frame, fit, window
 from .helmet_longqa_data import (
     LETTERS,
@@ -86,7 +86,6 @@ from .helmet_longqa_data import (
 )
 from .packing import Packer, depth_of
 
-SUITE = "longqa"
 USE_CHAT_TEMPLATE = True
 """HELMET's ``use_chat_template`` for long QA (configs/longqa.yaml)."""
 SHOTS = 2
@@ -260,7 +259,6 @@ class LongQATask:
     metric: Callable[[str, Sequence[str]], float]
     chance: float | None = None
     """A uniform guess's expected score (multiple choice), recorded per case."""
-    suite: str = SUITE
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
 
@@ -385,7 +383,7 @@ class InfBenchTask(LongQATask):
         return cases
 
 
-register_all([
+TASKS: tuple[GenerationTask, ...] = (
     NarrativeQATask("narrativeqa", NARRATIVEQA_LAYOUT, read_narrativeqa, NARRATIVEQA_STYLE,
                     f"substitute:{NARRATIVEQA}", rouge_l_f1),
     InfBenchTask("infbench_qa_leval", LEVAL_QA_LAYOUT, read_leval_qa, INFBENCH_QA_STYLE,
@@ -393,4 +391,4 @@ register_all([
     InfBenchTask("infbench_choice_leval", LEVAL_CHOICE_LAYOUT, read_leval_choice,
                  INFBENCH_CHOICE_STYLE, f"substitute:{LEVAL}/quality", choice_match,
                  chance=1 / len(LETTERS)),
-])
+)

@@ -61,10 +61,9 @@ from ..helmet.nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
 from ..helmet.passages import Doc, pack, place, position_depth, render_docs
 from ..metrics import helmet_parse_output, normalize_answer, substring_exact_match
 from ..records import Case, Prompt
-from .base import BuildContext, register_all
+from .base import BuildContext
 from .recall_common import answer_separator
 
-SUITE = "rag"
 INSTRUCTION = ("Use the given documents to write a concise and short answer to the question. "
                "Write your answer in the following format:\nAnswer: [answer]\n\n")
 """HELMET's user template up to the demonstrations (``load_qa``, all tasks but ``nq_bad``)."""
@@ -145,7 +144,6 @@ class RagTask:
     """One RAG data set; ``load`` gives its material for a seed and its per-case demos."""
 
     name: str
-    suite: str = SUITE
     uses_depth: bool = True
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = MAX_NEW_TOKENS
@@ -404,7 +402,7 @@ def _first_row(path: Path, key: str) -> dict[str, Any]:
     return next(row for row in rows if str(row[field_name]) == key)
 
 
-TASKS: list[RagTask] = [
+TASKS: tuple[RagTask, ...] = (
     OracleTask("nq"),
     KiltTask("kilt_nq", files=KiltFiles("nq-dev-multikilt_1000_k*_dep6.jsonl",
                                         "nq-train-multikilt_1000_k3_dep6.jsonl")),
@@ -415,5 +413,4 @@ TASKS: list[RagTask] = [
     KiltTask("kilt_hotpotqa", uses_depth=False,
              files=KiltFiles("hotpotqa-dev-multikilt_1000_k*_dep3.jsonl",
                              "hotpotqa-train-multikilt_1000_k3_dep3.jsonl")),
-]
-register_all(list(TASKS))
+)

@@ -44,7 +44,7 @@ import pytrec_eval
 from ..data import DataError, DataSource
 from ..grid import Cell, case_seed
 from ..records import Case
-from .base import BuildContext, CellDoesNotFit, register
+from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .fitting import Frame, fit, window
 from .helmet_rerank_data import PERMUTATIONS, Candidate, Listing, RerankData, load, missing
 from .packing import Packer
@@ -123,7 +123,6 @@ class RerankTask:
     """See the module docstring."""
 
     name: str = "msmarco_rerank"
-    suite: str = "rerank"
     uses_depth: bool = False
     use_chat_template: bool = False
     max_new_tokens: int = 200
@@ -233,4 +232,4 @@ def _best_depth(listing: Listing) -> float | None:
     return 100.0 * position / max(len(candidates) - 1, 1)
 
 
-register(RerankTask())
+TASKS: tuple[GenerationTask, ...] = (RerankTask(),)

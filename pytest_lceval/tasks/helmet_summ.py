@@ -64,7 +64,7 @@ from ..judge.rubrics import RUBRICS, Rubric
 from ..metrics import helmet_parse_output, rouge_f1
 from ..models.base import Renderer
 from ..records import Case
-from .base import BuildContext, register_all
+from .base import BuildContext, GenerationTask
 from .fitting import Fitted, Frame, fit
 from .helmet_longqa import OMITTED, Context, Truncation
 from .helmet_summ_data import (
@@ -187,7 +187,6 @@ class SummTask:
     max_new_tokens: int
     parse_prefix: str
     """The prefix HELMET's ``post_process`` parses the output with ("Answer:" for ∞Bench)."""
-    suite: str = "summ"
     uses_depth: bool = False
     use_chat_template: bool = True
     rule_metric: str = RULE_METRIC
@@ -249,7 +248,7 @@ class SummTask:
                    min(MIN_DOCUMENT_TOKENS, len(document.ids)), f"{self.name} at {length} tokens")
 
 
-register_all([
+TASKS: tuple[GenerationTask, ...] = (
     SummTask("infbench_sum_leval_gov_report", ((GOV_REPORT, GOV_REPORT_PROMPT),),
              RUBRICS["helmet_summary_document"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
     SummTask("infbench_sum_leval_tv_show", ((TV_SHOW, TV_SHOW_PROMPT),),
@@ -259,4 +258,4 @@ register_all([
     SummTask("multi_lexsum", ((MULTI_LEXSUM, LEGAL_PROMPT),
                               (MULTI_LEXSUM_SUBSTITUTE, LEGAL_SUBSTITUTE_PROMPT)),
              RUBRICS["helmet_summary_legal"], LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX),
-])
+)

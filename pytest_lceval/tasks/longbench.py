@@ -36,7 +36,7 @@ from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..records import Case, Prompt
 from .articles import ArticlePool, load_pool
-from .base import BuildContext, CellDoesNotFit, GenerationTask, register_all
+from .base import BuildContext, CellDoesNotFit
 from .longbench_text import (
     COUNT_PROMPT,
     KV_PAIR,
@@ -59,7 +59,6 @@ from .longbench_text import (
 )
 from .packing import Fitted, Packer, Passage, depth_of
 
-SUITE = "longbench100"
 KV_PAIRS = 3
 STARS = 4
 MAX_COPIES = 3
@@ -103,7 +102,6 @@ class LongBenchTask(ABC):
     """The reference's generation budget (``config/dataset2maxlen.json``)."""
     entry: str = "Passage {number}: {text}\n"
     """How a numbered article appears in the context, in the reference's layout for the task."""
-    suite: str = SUITE
     uses_depth: bool = False
     stop: tuple[str, ...] = ()
     """None: the reference generates its whole budget and scores the first line."""
@@ -463,11 +461,10 @@ def _numbered_gold(task: LongBenchTask, prompt: Callable[[Sequence[Passage]], Pr
                   1 / len(fitted.passages), meta)
 
 
-TASKS: list[LongBenchTask] = [
+TASKS: tuple[LongBenchTask, ...] = (
     KVRetrieval("kv_retrieval", max_new_tokens=64),
     CountingStars("counting_stars", max_new_tokens=32, entry="Passage {number}:\n{text}\n"),
     PassageRetrieval("passage_retrieval", max_new_tokens=32, entry="Passage {number}: {text}\n\n"),
     PassageCount("passage_count", max_new_tokens=32, entry="Paragraph {number}: {text}\n\n"),
     SingleDocQA("single_doc_qa_yesno", max_new_tokens=16),
-]
-register_all(list[GenerationTask](TASKS))
+)

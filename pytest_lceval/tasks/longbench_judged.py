@@ -40,7 +40,6 @@ from ..data import DataSource, read_jsonl
 from ..judge.rubrics import RUBRICS, Rubric
 from ..records import Case, Prompt
 from .articles import Article, ArticlePool, load_pool
-from .base import GenerationTask, register_all
 from .longbench import AboutArticles, Draw, Question, Scorer, SingleDocQA, pinned_numbers
 from .longbench_text import (
     MULTI_SUM_INSTRUCTION,
@@ -223,7 +222,7 @@ SUBSTITUTES = {
                       "summarisation sets",
     "multi_doc_sum": "two Multi-LexSum cases, their summaries joined, for multi_news",
 }
-TASKS: list[AboutArticles] = [
+TASKS: tuple[AboutArticles, ...] = (
     OpenQA("single_doc_qa", max_new_tokens=256, substitute=SUBSTITUTES["single_doc_qa"]),
     MultiDocQA("multi_doc_qa", max_new_tokens=256, entry="Passage {number}:\n{text}\n",
                substitute=SUBSTITUTES["multi_doc_qa"]),
@@ -231,5 +230,4 @@ TASKS: list[AboutArticles] = [
     Summary("multi_doc_sum", max_new_tokens=512, entry="Passage {number}:\n{text}\n",
             substitute=SUBSTITUTES["multi_doc_sum"], template=MULTI_SUM_PROMPT,
             instruction=MULTI_SUM_INSTRUCTION, documents=2),
-]
-register_all(list[GenerationTask](TASKS))
+)

@@ -46,7 +46,7 @@ the token-level context builder in ``haystack_text``, ``haystack_items`` and ``f
 
 from __future__ import annotations
 
-from .base import GenerationTask, register_all
+from .base import GenerationTask
 from .recall_json import JsonKvTask
 from .recall_niah import NiahTask
 from .recall_variables import VariableTrackingTask
@@ -55,7 +55,7 @@ from .recall_words import CommonWordsTask, FrequentWordsTask
 MULTI_ANSWER_TOKENS = 50
 """Generation budget for a UUID or four numbers."""
 
-TASKS: list[GenerationTask] = [
+TASKS: tuple[GenerationTask, ...] = (
     NiahTask("niah_single_1", "noise"),
     NiahTask("niah_single_2", "essay"),
     NiahTask("niah_single_3", "essay", value_kind="uuid", max_new_tokens=MULTI_ANSWER_TOKENS),
@@ -69,6 +69,4 @@ TASKS: list[GenerationTask] = [
     VariableTrackingTask(),
     CommonWordsTask(),
     FrequentWordsTask(),
-]
-
-register_all(TASKS)
+)

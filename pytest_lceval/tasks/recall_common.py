@@ -102,7 +102,6 @@ class WholeContextTask:
     RULER's string_match_all: VT, CWE and FWE differ only in how they draw one case."""
 
     name: str = ""
-    suite: str = "recall"
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = 50

@@ -71,7 +71,6 @@ class JsonKvTask:
     """See the module docstring. (Not frozen: GenerationTask declares settable attributes.)"""
 
     name: str = "json_kv"
-    suite: str = "recall"
     uses_depth: bool = True
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = 50

@@ -109,7 +109,6 @@ class NiahTask:
     queries: int = 1
     """Keys asked at once (multi-query)."""
     max_new_tokens: int = 20
-    suite: str = "recall"
     use_chat_template: bool = USE_CHAT_TEMPLATE
     uses_depth: bool = field(init=False)
 
