@@ -1,0 +1,92 @@
+"""The conformance layer's tally: what each test compared against the papers' own code, summed
+per category and printed at the end of the run ("prompts compared / identical, outputs scored /
+identical").
+
+A plugin of tests/conftest.py rather than of tests/conformance/: under pytest-xdist the controller
+never imports the conformance folder's conftest, but it does receive each test's user
+properties, which is how the counts travel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+
+PROPERTY = "conformance"
+"""The user property a conformance test's counts travel in."""
+KINDS = ("prompts", "outputs")
+
+
+@dataclass
+class Count:
+    compared: int = 0
+    identical: int = 0
+    options: set[str] = field(default_factory=set)
+    """Named options under which the project matched (a documented deviation's switch)."""
+
+
+class Tally:
+    """What one test compared, recorded as it goes (fixture ``conformance``)."""
+
+    def __init__(self, node: pytest.Item) -> None:
+        self.node = node
+
+    def record(self, category: str, kind: str, compared: int, identical: int,
+               option: str | None = None) -> None:
+        """``compared`` items of ``kind`` ("prompts" or "outputs") in ``category`` fed to the
+        reference and to the project, of which ``identical`` agreed; ``option`` names the
+        project option under which they were compared, when not the default."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        self.node.user_properties.append((PROPERTY, json.dumps(
+            {"category": category, "kind": kind, "compared": compared, "identical": identical,
+             "option": option})))
+
+
+@pytest.fixture
+def conformance(request: pytest.FixtureRequest) -> Tally:
+    return Tally(request.node)
+
+
+class Summary:
+    """Sums the counts of every test's report (on the controller under xdist) and prints them."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], Count] = defaultdict(Count)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name != PROPERTY:
+                continue
+            entry = json.loads(str(value))
+            count = self.counts[(entry["category"], entry["kind"])]
+            count.compared += entry["compared"]
+            count.identical += entry["identical"]
+            if entry["option"]:
+                count.options.add(entry["option"])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.counts:
+            return
+        terminalreporter.section("conformance with the papers' reference code")
+        categories = sorted({category for category, _ in self.counts})
+        width = max(len(category) for category in categories)
+        for category in categories:
+            parts = []
+            for kind, verb in (("prompts", "compared"), ("outputs", "scored")):
+                count = self.counts.get((category, kind))
+                if count is None:
+                    continue
+                under = f" (under {', '.join(sorted(count.options))})" if count.options else ""
+                parts.append(f"{kind} {verb} {count.compared} / identical {count.identical}"
+                             f"{under}")
+            terminalreporter.write_line(f"{category:<{width}}  {'; '.join(parts)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Summary(), "lceval-conformance-summary")
