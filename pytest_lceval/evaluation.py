@@ -20,7 +20,6 @@ from .records import Case
 from .reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
 from .results import CellResult
 from .settings import Settings
-from .suite import suites_of
 from .tasks.base import BuildContext, GenerationTask
 
 
@@ -79,12 +78,6 @@ class Evaluator:
             return self.judges.score(task, outputs, cases, agreement)
         return Scored([task.score(output, case)
                        for output, case in zip(outputs, cases, strict=True)])
-
-    def task(self, suite: str, name: str) -> GenerationTask:
-        """A generation task of this session's suite ``suite`` (LongScore's base ability is
-        measured for the task of the cell it judges)."""
-        task: GenerationTask = suites_of(self.config)[suite].task(name)
-        return task
 
     def judge_identity(self, task: GenerationTask) -> str:
         """Who scores ``task``'s outputs: the judge's identity, "" for a rule-scored task (a

@@ -110,7 +110,7 @@ class BaseAbilities:
         self.run_lengths = frozenset(run_lengths)
         """The run's lengths: a base length among them is measured by its whole cell."""
 
-    def need(self, suite: str, task: str) -> BaseAbilityNeed:
+    def need(self, suite: str, task: GenerationTask) -> BaseAbilityNeed:
         return BaseAbilityNeed(self, suite, task)
 
     def measure(self, evaluator: Evaluator, suite: str, task: GenerationTask) -> BaseAbility:
@@ -161,15 +161,14 @@ class BaseAbilityNeed:
 
     bases: BaseAbilities
     suite: str
-    task: str
+    task: GenerationTask
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return ("longscore-base", self.suite, self.task)
+        return ("longscore-base", self.suite, self.task.name)
 
     def measure(self, evaluator: Evaluator) -> MeasuredBase:
-        task = evaluator.task(self.suite, self.task)
-        return MeasuredBase(self.bases.measure(evaluator, self.suite, task),
+        return MeasuredBase(self.bases.measure(evaluator, self.suite, self.task),
                             evaluator.model.context_window)
 
 

@@ -11,13 +11,14 @@ because only then is LongScore a verdict.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..criteria import Assessment, Evidence
 from ..grid import case_seed, format_length
 from ..results import CellResult, Judgement
 from ..stats import longscore, longscore_ci
+from ..tasks.base import GenerationTask
 from .base import BaseAbilities, BaseAbility, BaseAbilityNeed, MeasuredBase
 from .config import LongScoreSettings
 
@@ -32,8 +33,10 @@ class LongScoreCriterion:
     name = CRITERION
 
     def __init__(self, settings: LongScoreSettings, run_lengths: tuple[int, ...],
-                 seed: int) -> None:
+                 seed: int, task_of: Callable[[str, str], GenerationTask]) -> None:
         self.settings = settings
+        self.task_of = task_of
+        """The session's task object for (suite, task name): its base is measured by it."""
         self.enabled = settings.active(run_lengths)
         self.bases = BaseAbilities(settings, run_lengths)
         self.seed = seed
@@ -42,7 +45,7 @@ class LongScoreCriterion:
         if (not self.enabled or math.isnan(result.score)
                 or self.settings.role(result.length) == "short"):
             return ()
-        return (self.bases.need(result.suite, result.task),)
+        return (self.bases.need(result.suite, self.task_of(result.suite, result.task)),)
 
     def judge(self, result: CellResult, evidence: Evidence) -> Assessment | None:
         needs = self.needs(result)

@@ -10,6 +10,7 @@ import pytest
 from ..grid import format_length
 from ..results import CellResult, Judgement
 from ..settings import SETTINGS
+from ..suite import suites_of
 from .config import LongScoreSettings, add_options, resolve
 from .criterion import CRITERION, LongScoreCriterion
 from .summary import write_summaries
@@ -34,7 +35,9 @@ def pytest_lceval_criteria(config: pytest.Config) -> list[LongScoreCriterion]:
     if LONGSCORE not in config.stash:
         return []
     core = config.stash[SETTINGS]
-    return [LongScoreCriterion(config.stash[LONGSCORE], core.lengths, core.seed)]
+    suites = suites_of(config)
+    return [LongScoreCriterion(config.stash[LONGSCORE], core.lengths, core.seed,
+                               lambda suite, task: suites[suite].task(task))]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
