@@ -120,39 +120,41 @@ def test_niah_prompts_are_helmets_template_with_no_demonstrations(name: str) -> 
 
 
 def test_niah_single_1_prompt_is_pinned() -> None:
-    """Seed 42, word tokenizer, 160 tokens at 40 %: no demonstrations, whole noise lines, the
-    needle on its own line."""
-    case = build("niah_single_1", 160, 40.0)[0]
+    """Seed 42, word tokenizer, 200 tokens at 40 %: no demonstrations, whole noise lines (RULER
+    never cuts one), the needle on its own line, HELMET's budget of 50 tokens."""
+    case = build("niah_single_1", 200, 40.0)[0]
     assert squeeze(case.prompt) == (
         "A special magic number is hidden within the following text. Make sure to memorize it. "
         "I will quiz you about the number afterwards.\n"
         "[2 noise lines]\n"
-        "One of the special magic numbers for tidy-hive is: 6139240.\n"
+        "One of the special magic numbers for secretive-funding is: 6139240.\n"
         "[2 noise lines]\n"
-        "The grass is green. The sky\n"
-        "What is the special magic number for tidy-hive mentioned in the provided text?\n"
-        "The special magic number for tidy-hive mentioned in the provided text is")
-    assert (case.gold, case.total_tokens, round(case.depth or 0, 2)) == (("6139240",), 160, 46.34)
+        "What is the special magic number for secretive-funding mentioned in the provided text?\n"
+        "The special magic number for secretive-funding mentioned in the provided text is")
+    assert case.gold == ("6139240",)
+    assert case.max_new_tokens == 50
 
 
 def test_niah_multikey_2_prompt_is_pinned() -> None:
-    case = build("niah_multikey_2", 130, 100.0)[0]
+    case = build("niah_multikey_2", 180, 100.0)[0]
     assert case.prompt == (
         "A special magic number is hidden within the following text. Make sure to memorize it. "
         "I will quiz you about the number afterwards.\n"
-        "One of the special magic numbers for grumpy-lagoon is: 4323041.\n"
-        "One of the special magic numbers for steady-balloon is: 3683128.\n"
-        "One of the special magic numbers for deep-orchard is: 6817497.\n"
-        "One of the special magic numbers for gifted-dolphin is: 9210914.\n"
-        "One of the special magic numbers for pale-umbrella is: 2576735.\n"
-        "One of the special magic numbers for strong-storm is: 9424188.\n"
-        "What is the special magic number for strong-storm mentioned in the provided text?\n"
-        "The special magic number for strong-storm mentioned in the provided text is")
+        "One of the special magic numbers for fantastic-halibut is: 4323041.\n"
+        "One of the special magic numbers for quack-apparel is: 3683128.\n"
+        "One of the special magic numbers for courageous-landform is: 6817497.\n"
+        "One of the special magic numbers for encouraging-cytoplasm is: 9210914.\n"
+        "One of the special magic numbers for late-vol is: 2576735.\n"
+        "One of the special magic numbers for overrated-mouton is: 6013038.\n"
+        "One of the special magic numbers for decisive-office is: 2672863.\n"
+        "One of the special magic numbers for red-pudding is: 9424188.\n"
+        "What is the special magic number for red-pudding mentioned in the provided text?\n"
+        "The special magic number for red-pudding mentioned in the provided text is")
     assert case.gold == ("9424188",)
 
 
 def test_json_kv_keeps_helmets_two_demonstrations() -> None:
-    case = build("json_kv", 110, 50.0)[0]
+    case = build("json_kv", 160, 50.0)[0]
     pairs = case.prompt[:case.prompt.index("}\n\n")].count('": "')
     assert pairs == 15
     assert case.prompt[case.prompt.index("}\n\n"):] == (

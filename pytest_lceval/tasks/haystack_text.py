@@ -231,6 +231,12 @@ class Context:
     counts (``Renderer.count_joined``)."""
     trim: tuple[int, int] = (0, 0)
     """Characters ``finish`` took off the joined pieces' start and end."""
+    units: int = 0
+    """Haystack units it holds (words, lines), where its builder counts them (RULER's
+    ``num_haystack``; ``ruler_haystack``)."""
+    insertions: tuple[int, ...] = ()
+    """The unit index (sentence, line) each key item was inserted before, in the order the
+    builder was given them, where it counts them (``ruler_haystack``)."""
 
     def depth_of(self, tag: str) -> float:
         return next(depth for name, depth in self.depths if name == tag)
