@@ -278,15 +278,14 @@ def test_noise_haystacks_are_whole_lines_with_items_on_their_own(
         name: str, length: int, depth: float, seed: int, template: bool) -> None:
     case = build(name, length, round(depth, 1), mock_context(template, seed))[0]
     items = re.compile(r"One of the special magic numbers for [\w-]+ is: \d+\.$|VAR [A-Z]+ = "
-                       r"(VAR [A-Z]+|\d+)$")
+                       r"(VAR [A-Z]+ |\d+)$")  # RULER's chain lines end with a space
     prompt, _ = user_and_answer(case)
     start = "afterwards.\n" if name == "niah_single_1" else "text.\n\n"
     lines = prompt[prompt.rindex(start) + len(start):].split("\n")[:-1]  # less the question
     kinds = ["noise" if line == NOISE else "item" if items.match(line) else "cut"
              for line in lines]
     assert kinds.count("item") == (1 if name == "niah_single_1" else 5)
-    cut = [line for line, kind in zip(lines, kinds, strict=True) if kind == "cut"]
-    assert len(cut) <= 1 and all(NOISE.startswith(line) for line in cut)
+    assert "cut" not in kinds  # RULER never cuts a noise line
 
 
 # -- item 5: HELMET's six depths -----------------------------------------------------------------
@@ -307,25 +306,26 @@ def test_default_depths_are_helmets_six(pytester: pytest.Pytester) -> None:
 def vt_answer(context: str, value: str) -> set[str]:
     """Variables that end up holding ``value``, by following the assignments."""
     held: dict[str, str] = {}
-    for name, source in re.findall(r"^VAR ([A-Z]+) = (VAR [A-Z]+|\d+)$", context, re.M):
+    for name, source in re.findall(r"^VAR ([A-Z]+) = (VAR [A-Z]+|\d+) ?$", context, re.M):
         held[name] = held.get(source[4:], "") if source.startswith("VAR ") else source
     return {name for name, got in held.items() if got == value}
 
 
 def test_vt_prompt_is_pinned() -> None:
+    """RULER's chain lines (a hop's ends with a space), whole noise lines, and its solved
+    example with the answer prefix on the question's line."""
     case = build("vt", 700)[0]
     assert squeeze(case.prompt) == (
         "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
-        "[1 noise lines]\nVAR GLN = 40327\n[8 noise lines]\nVAR PNC = VAR GLN\n"
-        "VAR AQC = VAR PNC\n[6 noise lines]\nVAR JGQ = VAR AQC\n[5 noise lines]\n"
-        "VAR KXN = VAR JGQ\n[2 noise lines]\n"
-        "Question: Find all variables that are assigned the value 40327 in the text above.\n"
+        "[1 noise lines]\nVAR GLN = 40327\n[8 noise lines]\nVAR PNC = VAR GLN \n"
+        "VAR AQC = VAR PNC \n[6 noise lines]\nVAR JGQ = VAR AQC \n[5 noise lines]\n"
+        "VAR KXN = VAR JGQ \n[2 noise lines]\n"
+        "Question: Find all variables that are assigned the value 40327 in the text above. "
         "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
-        "are assigned the value 40327, they are: GLN PNC AQC JGQ KXN\n\n"
+        "are assigned the value 40327, they are:  GLN PNC AQC JGQ KXN\n\n"
         "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
-        "VAR LDHPG = 92328\nVAR RPQGH = VAR LDHPG\nVAR WKAEN = VAR RPQGH\n[1 noise lines]\n"
-        "VAR ONHTB = VAR WKAEN\n[2 noise lines]\nVAR FIUBW = VAR ONHTB\n[1 noise lines]\n"
-        "The grass is green. The sky\n"
+        "VAR LDHPG = 92328\nVAR RPQGH = VAR LDHPG \nVAR WKAEN = VAR RPQGH \n"
+        "VAR ONHTB = VAR WKAEN \n[3 noise lines]\nVAR FIUBW = VAR ONHTB \n[1 noise lines]\n"
         "Question: Find all variables that are assigned the value 92328 in the text above.\n"
         "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
         "are assigned the value 92328, they are:")
@@ -356,7 +356,7 @@ def test_cwe_prompt_is_pinned() -> None:
              "72. loading 73. eurocentrism 74. advertising 75. loading 76. eurocentrism "
              "77. fennel")
     user, system = HELMET["cwe"]
-    shot = (user.format(example="", context=example) + "\n" + system + " 1. funeral 2. desktop "
+    shot = (user.format(example="", context=example) + " " + system + " 1. funeral 2. desktop "
             "3. cultivar 4. reign 5. downforce 6. defender 7. seeker 8. recipe 9. trigonometry "
             "10. deranged")
     assert case.prompt == user.format(example=shot + "\n\n", context=words) + "\n" + system
@@ -399,6 +399,8 @@ def user_and_answer(case: Case) -> tuple[str, str]:
 def check_aggregation(name: str, case: Case, length: int) -> None:
     """Length window, HELMET's template, and golds recomputed from the prompt."""
     low, high = window(length)
+    if name == "vt":  # whole noise lines, as RULER: within one line (< 30 tokens) of the length
+        low = min(low, high - 30)
     assert low <= case.total_tokens <= high and case.stop == () and case.depth is None
     template, system = HELMET[name]
     prompt, answer = user_and_answer(case)

@@ -156,7 +156,8 @@ class CommonWordsTask(WholeContextTask):
         example_words = rng.sample(vocabulary, repeats.example_words)
         seed = case_seed(context.seed, self.name, index, "order")
         example = word_list(example_words, repeats.example_common, repeats.example_other, seed)
-        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION}\n{CWE_PREFIX} "
+        # RULER's example: its template with the answer prefix on the question's line
+        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION} {CWE_PREFIX} "
                 f"{numbered(example_words[:COMMON])}")
         per_word = [part.tokens for part in _pieces(context.tokenizer,
                                                     [" " + word for word in order])]
