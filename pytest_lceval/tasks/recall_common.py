@@ -25,21 +25,11 @@ from typing import Any
 
 from ..grid import Cell, case_seed
 from ..metrics import string_match_all
-from ..models.base import Renderer, Tokenizer
+from ..models.base import Renderer
 from ..records import Case
 from .base import BuildContext
 from .fitting import Fitted
-from .haystack_text import (
-    Context,
-    Piece,
-    Splitter,
-    TokenizedCorpus,
-    insert_at_depth,
-    noise_units,
-    sentence_units,
-    split_piece,
-    tokenized,
-)
+from .haystack_text import Context, Piece, insert_at_depth
 
 DEMOS = 2
 """JSON KV's in-context demonstrations, as HELMET (``shots: 2``). HELMET gives the RULER tasks
@@ -60,28 +50,15 @@ def case_rngs(context: BuildContext, task: str, index: int) -> tuple[random.Rand
             random.Random(case_seed(context.seed, task, index, "filler")))
 
 
-def corpus(kind: str, context: BuildContext) -> tuple[TokenizedCorpus, str]:
-    """The tokenised prose haystack ('essay' or 'noise') and where its text came from."""
-    if kind == "noise":
-        return tokenized(context.tokenizer, noise_units()), SYNTHETIC
-    texts, source = context.data.essays()
-    return tokenized(context.tokenizer, sentence_units(texts)), source
-
-
 Placements = list[tuple[Piece, float]]
 """Key items with the depth (percent) each should sit at."""
 
 
-def place(pieces: list[Piece], items: Placements, split: Splitter | None = None) -> list[Piece]:
+def place(pieces: list[Piece], items: Placements) -> list[Piece]:
     """Insert (item, depth) pairs in order; the later ones are placed over the earlier ones."""
     for item, depth in items:
-        pieces = insert_at_depth(pieces, item, depth, split)
+        pieces = insert_at_depth(pieces, item, depth)
     return pieces
-
-
-def splitter(tokenizer: Tokenizer) -> Splitter:
-    """Cuts prose of ``tokenizer`` at a word boundary (see split_piece)."""
-    return lambda part, tokens: split_piece(tokenizer, part, tokens)
 
 
 def scored_output(output: str, case: Case) -> str:

@@ -27,13 +27,12 @@ from ..grid import Cell
 from ..records import Case
 from .base import BuildContext
 from .fitting import Frame, fit
-from .haystack_text import Context, Piece, assemble, piece
+from .haystack_text import NOISE, Context, Piece, assemble, piece
 from .recall_common import (
     SYNTHETIC,
     WholeContextTask,
     answer_separator,
     case_rngs,
-    corpus,
     make_case,
 )
 
@@ -103,8 +102,7 @@ class VariableTrackingTask(WholeContextTask):
         example_chain = draw_chain(rng, EXAMPLE_NAME_LETTERS)
         while example_chain.value == chain.value:
             example_chain = draw_chain(rng, EXAMPLE_NAME_LETTERS)
-        noise, _ = corpus("noise", context)
-        line = Piece(noise.units[0], len(noise.ids[0]))
+        line = piece(context.tokenizer, "\n" + NOISE)
         example = self._example(context, example_chain, [rng.random() for _ in range(HOPS + 1)],
                                 line)
         fractions = [rng.random() for _ in range(HOPS + 1)]
