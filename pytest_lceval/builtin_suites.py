@@ -21,10 +21,10 @@ from .tasks import (
 from .tasks.base import GenerationTask
 
 
-def builtin_suites() -> list[GenerationSuite]:
-    """New suite objects for one session."""
+def builtin_suites(niah_placement: str = "depths") -> list[GenerationSuite]:
+    """New suite objects for one session; ``niah_placement`` is ``--lceval-niah-placement``."""
     return [
-        GenerationSuite("recall", recall.TASKS,
+        GenerationSuite("recall", recall.tasks(niah_placement),
                         "synthetic recall cells (HELMET's recall category, RULER generators), "
                         "task x length x depth"),
         GenerationSuite("longbench100", longbench.TASKS + longbench_judged.TASKS,
@@ -67,4 +67,4 @@ def builtin_tasks(suite: str) -> list[GenerationTask]:
 
 @pytest.hookimpl
 def pytest_lceval_suites(config: pytest.Config) -> list[Suite]:
-    return list(builtin_suites())
+    return list(builtin_suites(config.getoption("lceval_niah_placement") or "depths"))

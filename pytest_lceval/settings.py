@@ -154,6 +154,11 @@ def add_options(parser: pytest.Parser) -> None:
                     choices=CHAT_TEMPLATE_CHOICES,
                     help="apply the model's chat template: auto (if it has one, except for "
                          "the categories HELMET runs without one, e.g. recall), on, off")
+    group.addoption("--lceval-niah-placement", dest="lceval_niah_placement", default=None,
+                    choices=("depths", "ruler"),
+                    help="where the NIAH tasks put the queried needle: at each --depths "
+                         "(default), or at a depth sampled per case as RULER does (no depth "
+                         "axis)")
     group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
                     help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
                          "repeatable")

@@ -120,39 +120,41 @@ def test_niah_prompts_are_helmets_template_with_no_demonstrations(name: str) -> 
 
 
 def test_niah_single_1_prompt_is_pinned() -> None:
-    """Seed 42, word tokenizer, 160 tokens at 40 %: no demonstrations, whole noise lines, the
-    needle on its own line."""
-    case = build("niah_single_1", 160, 40.0)[0]
+    """Seed 42, word tokenizer, 200 tokens at 40 %: no demonstrations, whole noise lines (RULER
+    never cuts one), the needle on its own line, HELMET's budget of 50 tokens."""
+    case = build("niah_single_1", 200, 40.0)[0]
     assert squeeze(case.prompt) == (
         "A special magic number is hidden within the following text. Make sure to memorize it. "
         "I will quiz you about the number afterwards.\n"
         "[2 noise lines]\n"
-        "One of the special magic numbers for tidy-hive is: 6139240.\n"
+        "One of the special magic numbers for secretive-funding is: 6139240.\n"
         "[2 noise lines]\n"
-        "The grass is green. The sky\n"
-        "What is the special magic number for tidy-hive mentioned in the provided text?\n"
-        "The special magic number for tidy-hive mentioned in the provided text is")
-    assert (case.gold, case.total_tokens, round(case.depth or 0, 2)) == (("6139240",), 160, 46.34)
+        "What is the special magic number for secretive-funding mentioned in the provided text?\n"
+        "The special magic number for secretive-funding mentioned in the provided text is")
+    assert case.gold == ("6139240",)
+    assert case.max_new_tokens == 50
 
 
 def test_niah_multikey_2_prompt_is_pinned() -> None:
-    case = build("niah_multikey_2", 130, 100.0)[0]
+    case = build("niah_multikey_2", 180, 100.0)[0]
     assert case.prompt == (
         "A special magic number is hidden within the following text. Make sure to memorize it. "
         "I will quiz you about the number afterwards.\n"
-        "One of the special magic numbers for grumpy-lagoon is: 4323041.\n"
-        "One of the special magic numbers for steady-balloon is: 3683128.\n"
-        "One of the special magic numbers for deep-orchard is: 6817497.\n"
-        "One of the special magic numbers for gifted-dolphin is: 9210914.\n"
-        "One of the special magic numbers for pale-umbrella is: 2576735.\n"
-        "One of the special magic numbers for strong-storm is: 9424188.\n"
-        "What is the special magic number for strong-storm mentioned in the provided text?\n"
-        "The special magic number for strong-storm mentioned in the provided text is")
+        "One of the special magic numbers for fantastic-halibut is: 4323041.\n"
+        "One of the special magic numbers for quack-apparel is: 3683128.\n"
+        "One of the special magic numbers for courageous-landform is: 6817497.\n"
+        "One of the special magic numbers for encouraging-cytoplasm is: 9210914.\n"
+        "One of the special magic numbers for late-vol is: 2576735.\n"
+        "One of the special magic numbers for overrated-mouton is: 6013038.\n"
+        "One of the special magic numbers for decisive-office is: 2672863.\n"
+        "One of the special magic numbers for red-pudding is: 9424188.\n"
+        "What is the special magic number for red-pudding mentioned in the provided text?\n"
+        "The special magic number for red-pudding mentioned in the provided text is")
     assert case.gold == ("9424188",)
 
 
 def test_json_kv_keeps_helmets_two_demonstrations() -> None:
-    case = build("json_kv", 110, 50.0)[0]
+    case = build("json_kv", 160, 50.0)[0]
     pairs = case.prompt[:case.prompt.index("}\n\n")].count('": "')
     assert pairs == 15
     assert case.prompt[case.prompt.index("}\n\n"):] == (
@@ -276,15 +278,14 @@ def test_noise_haystacks_are_whole_lines_with_items_on_their_own(
         name: str, length: int, depth: float, seed: int, template: bool) -> None:
     case = build(name, length, round(depth, 1), mock_context(template, seed))[0]
     items = re.compile(r"One of the special magic numbers for [\w-]+ is: \d+\.$|VAR [A-Z]+ = "
-                       r"(VAR [A-Z]+|\d+)$")
+                       r"(VAR [A-Z]+ |\d+)$")  # RULER's chain lines end with a space
     prompt, _ = user_and_answer(case)
     start = "afterwards.\n" if name == "niah_single_1" else "text.\n\n"
     lines = prompt[prompt.rindex(start) + len(start):].split("\n")[:-1]  # less the question
     kinds = ["noise" if line == NOISE else "item" if items.match(line) else "cut"
              for line in lines]
     assert kinds.count("item") == (1 if name == "niah_single_1" else 5)
-    cut = [line for line, kind in zip(lines, kinds, strict=True) if kind == "cut"]
-    assert len(cut) <= 1 and all(NOISE.startswith(line) for line in cut)
+    assert "cut" not in kinds  # RULER never cuts a noise line
 
 
 # -- item 5: HELMET's six depths -----------------------------------------------------------------
@@ -305,25 +306,26 @@ def test_default_depths_are_helmets_six(pytester: pytest.Pytester) -> None:
 def vt_answer(context: str, value: str) -> set[str]:
     """Variables that end up holding ``value``, by following the assignments."""
     held: dict[str, str] = {}
-    for name, source in re.findall(r"^VAR ([A-Z]+) = (VAR [A-Z]+|\d+)$", context, re.M):
+    for name, source in re.findall(r"^VAR ([A-Z]+) = (VAR [A-Z]+|\d+) ?$", context, re.M):
         held[name] = held.get(source[4:], "") if source.startswith("VAR ") else source
     return {name for name, got in held.items() if got == value}
 
 
 def test_vt_prompt_is_pinned() -> None:
+    """RULER's chain lines (a hop's ends with a space), whole noise lines, and its solved
+    example with the answer prefix on the question's line."""
     case = build("vt", 700)[0]
     assert squeeze(case.prompt) == (
         "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
-        "[1 noise lines]\nVAR GLN = 40327\n[8 noise lines]\nVAR PNC = VAR GLN\n"
-        "VAR AQC = VAR PNC\n[6 noise lines]\nVAR JGQ = VAR AQC\n[5 noise lines]\n"
-        "VAR KXN = VAR JGQ\n[2 noise lines]\n"
-        "Question: Find all variables that are assigned the value 40327 in the text above.\n"
+        "[1 noise lines]\nVAR GLN = 40327\n[8 noise lines]\nVAR PNC = VAR GLN \n"
+        "VAR AQC = VAR PNC \n[6 noise lines]\nVAR JGQ = VAR AQC \n[5 noise lines]\n"
+        "VAR KXN = VAR JGQ \n[2 noise lines]\n"
+        "Question: Find all variables that are assigned the value 40327 in the text above. "
         "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
-        "are assigned the value 40327, they are: GLN PNC AQC JGQ KXN\n\n"
+        "are assigned the value 40327, they are:  GLN PNC AQC JGQ KXN\n\n"
         "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
-        "VAR LDHPG = 92328\nVAR RPQGH = VAR LDHPG\nVAR WKAEN = VAR RPQGH\n[1 noise lines]\n"
-        "VAR ONHTB = VAR WKAEN\n[2 noise lines]\nVAR FIUBW = VAR ONHTB\n[1 noise lines]\n"
-        "The grass is green. The sky\n"
+        "VAR LDHPG = 92328\nVAR RPQGH = VAR LDHPG \nVAR WKAEN = VAR RPQGH \n"
+        "VAR ONHTB = VAR WKAEN \n[3 noise lines]\nVAR FIUBW = VAR ONHTB \n[1 noise lines]\n"
         "Question: Find all variables that are assigned the value 92328 in the text above.\n"
         "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
         "are assigned the value 92328, they are:")
@@ -354,7 +356,7 @@ def test_cwe_prompt_is_pinned() -> None:
              "72. loading 73. eurocentrism 74. advertising 75. loading 76. eurocentrism "
              "77. fennel")
     user, system = HELMET["cwe"]
-    shot = (user.format(example="", context=example) + "\n" + system + " 1. funeral 2. desktop "
+    shot = (user.format(example="", context=example) + " " + system + " 1. funeral 2. desktop "
             "3. cultivar 4. reign 5. downforce 6. defender 7. seeker 8. recipe 9. trigonometry "
             "10. deranged")
     assert case.prompt == user.format(example=shot + "\n\n", context=words) + "\n" + system
@@ -397,6 +399,8 @@ def user_and_answer(case: Case) -> tuple[str, str]:
 def check_aggregation(name: str, case: Case, length: int) -> None:
     """Length window, HELMET's template, and golds recomputed from the prompt."""
     low, high = window(length)
+    if name == "vt":  # whole noise lines, as RULER: within one line (< 30 tokens) of the length
+        low = min(low, high - 30)
     assert low <= case.total_tokens <= high and case.stop == () and case.depth is None
     template, system = HELMET[name]
     prompt, answer = user_and_answer(case)

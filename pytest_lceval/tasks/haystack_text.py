@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import re
 import weakref
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from itertools import accumulate
 from typing import Any, Protocol, runtime_checkable
 
@@ -96,36 +95,6 @@ class TokenizedCorpus:
         object.__setattr__(self, "pieces", pieces)
         object.__setattr__(self, "totals", (0, *accumulate(map(len, self.ids))))
 
-    def take(self, tokenizer: Tokenizer, start: int, budget: int) -> list[Piece]:
-        """Units from ``start`` (cycling) worth ``budget`` tokens; the last one cut at a token.
-
-        Units keep their leading whitespace even first in line (a needle may go before them);
-        ``assemble`` strips the context's start.
-        """
-        pieces: list[Piece] = []
-        left, index, totals = budget, start % len(self.units), self.totals
-        while left > 0:
-            end = bisect_right(totals, totals[index] + left, lo=index) - 1
-            pieces += self.pieces[index:end]
-            left -= totals[end] - totals[index]
-            if end < len(self.units):
-                if left > 0:
-                    cut = _partial(tokenizer, self.ids[end], left)
-                    pieces += [cut] if cut.text else []
-                break
-            index = 0
-        return pieces
-
-
-def _partial(tokenizer: Tokenizer, ids: Sequence[int], count: int) -> Piece:
-    """The first ``count`` tokens of a unit, backing off a few tokens rather than ending inside a
-    multi-byte character (which byte-level tokenizers decode as U+FFFD)."""
-    for keep in range(count, max(count - 4, 0), -1):
-        text = tokenizer.decode(ids[:keep])
-        if not text.endswith(_REPLACEMENT):
-            return Piece(text, len(tokenizer.encode(text)), splittable=True)
-    return Piece("", 0)
-
 
 _CACHES: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
 _PINNED: dict[int, tuple[Any, dict[Hashable, Any]]] = {}
@@ -149,25 +118,6 @@ def tokenized(tokenizer: Tokenizer, units: tuple[str, ...]) -> TokenizedCorpus:
         cache[key] = TokenizedCorpus(units, tuple(map(tuple, token_ids(tokenizer, units))))
     corpus: TokenizedCorpus = cache[key]
     return corpus
-
-
-@cache
-def sentence_units(texts: tuple[str, ...]) -> tuple[str, ...]:
-    """Documents split into sentences that carry their leading whitespace.
-
-    Each document starts a paragraph ("\\n\\n"), so cycling past the last one reads naturally.
-    """
-    corpus = "".join("\n\n" + text.strip() for text in texts if text.strip())
-    cuts = [match.end() for match in _SENTENCE_END.finditer(corpus)]
-    bounds = zip([0, *cuts], [*cuts, len(corpus)], strict=True)
-    return tuple(corpus[a:b] for a, b in bounds if corpus[a:b].strip())
-
-
-def noise_units() -> tuple[str, ...]:
-    """The noise haystack's one unit: the whole line after a newline. RULER repeats the line and
-    joins the copies with newlines (niah.py, variable_tracking.py), and key items go in between
-    lines, each on its own line; a line is never cut to place one."""
-    return ("\n" + NOISE,)
 
 
 def split_piece(tokenizer: Tokenizer, part: Piece, tokens: float) -> tuple[Piece, Piece] | None:
@@ -231,6 +181,12 @@ class Context:
     counts (``Renderer.count_joined``)."""
     trim: tuple[int, int] = (0, 0)
     """Characters ``finish`` took off the joined pieces' start and end."""
+    units: int = 0
+    """Haystack units it holds (words, lines), where its builder counts them (RULER's
+    ``num_haystack``; ``ruler_haystack``)."""
+    insertions: tuple[int, ...] = ()
+    """The unit index (sentence, line) each key item was inserted before, in the order the
+    builder was given them, where it counts them (``ruler_haystack``)."""
 
     def depth_of(self, tag: str) -> float:
         return next(depth for name, depth in self.depths if name == tag)

@@ -52,21 +52,33 @@ from .recall_niah import NiahTask
 from .recall_variables import VariableTrackingTask
 from .recall_words import CommonWordsTask, FrequentWordsTask
 
-MULTI_ANSWER_TOKENS = 50
-"""Generation budget for a UUID or four numbers."""
+LONG_ANSWER_TOKENS = 100
+"""HELMET's generation budget (configs/ruler.yaml, recall.yaml) for a UUID key's needle among
+UUID needles (niah_multikey_3), four numbers for four keys (niah_multiquery) and JSON KV; the
+other NIAH tasks and VT and FWE get the tasks' default 50, CWE 100."""
+PLACEMENTS = ("depths", "ruler")
+"""``--lceval-niah-placement``: the queried needle at each depth of the grid (default), or at a
+depth sampled per case as RULER samples it (no depth axis)."""
 
-TASKS: tuple[GenerationTask, ...] = (
-    NiahTask("niah_single_1", "noise"),
-    NiahTask("niah_single_2", "essay"),
-    NiahTask("niah_single_3", "essay", value_kind="uuid", max_new_tokens=MULTI_ANSWER_TOKENS),
-    NiahTask("niah_multikey_1", "essay", distractors=3),
-    NiahTask("niah_multikey_2", "needle"),
-    NiahTask("niah_multikey_3", "needle", key_kind="uuid", value_kind="uuid",
-             max_new_tokens=MULTI_ANSWER_TOKENS),
-    NiahTask("niah_multivalue", "essay", values=4, max_new_tokens=MULTI_ANSWER_TOKENS),
-    NiahTask("niah_multiquery", "essay", queries=4, max_new_tokens=MULTI_ANSWER_TOKENS),
-    JsonKvTask(),
-    VariableTrackingTask(),
-    CommonWordsTask(),
-    FrequentWordsTask(),
-)
+
+def tasks(placement: str = "depths") -> tuple[GenerationTask, ...]:
+    """The recall tasks; ``placement`` is one of PLACEMENTS."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown NIAH placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+    sampled = placement == "ruler"
+    return (
+        NiahTask("niah_single_1", "noise", sampled=sampled),
+        NiahTask("niah_single_2", "essay", sampled=sampled),
+        NiahTask("niah_single_3", "essay", value_kind="uuid", sampled=sampled),
+        NiahTask("niah_multikey_1", "essay", distractors=3, sampled=sampled),
+        NiahTask("niah_multikey_2", "needle", sampled=sampled),
+        NiahTask("niah_multikey_3", "needle", key_kind="uuid", value_kind="uuid",
+                 max_new_tokens=LONG_ANSWER_TOKENS, sampled=sampled),
+        NiahTask("niah_multivalue", "essay", values=4),
+        NiahTask("niah_multiquery", "essay", queries=4, max_new_tokens=LONG_ANSWER_TOKENS),
+        JsonKvTask(),
+        VariableTrackingTask(),
+        CommonWordsTask(),
+        FrequentWordsTask(),
+    )
+

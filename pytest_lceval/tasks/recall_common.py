@@ -9,6 +9,9 @@ Decoding. HELMET's recall and RULER configs set ``stop_new_line: false`` and sco
 output, so a recall case has no stop string: an answer after a leading newline, or values on
 several lines, still count. The generation budget (and the model's end-of-turn token) ends it.
 
+Scoring. Without a chat template HELMET's ``eval.py`` scores the answer prefix and the output
+together (``scored_output``).
+
 Chat template. HELMET's recall and RULER configs set ``use_chat_template: false``: under
 ``--chat-template auto`` the recall tasks get the raw prompt even from an instruct model
 (``USE_CHAT_TEMPLATE``, resolved in ``chat_choice``); ``on`` and ``off`` still decide.
@@ -22,21 +25,11 @@ from typing import Any
 
 from ..grid import Cell, case_seed
 from ..metrics import string_match_all
-from ..models.base import Renderer, Tokenizer
+from ..models.base import Renderer
 from ..records import Case
 from .base import BuildContext
 from .fitting import Fitted
-from .haystack_text import (
-    Context,
-    Piece,
-    Splitter,
-    TokenizedCorpus,
-    insert_at_depth,
-    noise_units,
-    sentence_units,
-    split_piece,
-    tokenized,
-)
+from .haystack_text import Context, Piece, insert_at_depth
 
 DEMOS = 2
 """JSON KV's in-context demonstrations, as HELMET (``shots: 2``). HELMET gives the RULER tasks
@@ -57,28 +50,22 @@ def case_rngs(context: BuildContext, task: str, index: int) -> tuple[random.Rand
             random.Random(case_seed(context.seed, task, index, "filler")))
 
 
-def corpus(kind: str, context: BuildContext) -> tuple[TokenizedCorpus, str]:
-    """The tokenised prose haystack ('essay' or 'noise') and where its text came from."""
-    if kind == "noise":
-        return tokenized(context.tokenizer, noise_units()), SYNTHETIC
-    texts, source = context.data.essays()
-    return tokenized(context.tokenizer, sentence_units(texts)), source
-
-
 Placements = list[tuple[Piece, float]]
 """Key items with the depth (percent) each should sit at."""
 
 
-def place(pieces: list[Piece], items: Placements, split: Splitter | None = None) -> list[Piece]:
+def place(pieces: list[Piece], items: Placements) -> list[Piece]:
     """Insert (item, depth) pairs in order; the later ones are placed over the earlier ones."""
     for item, depth in items:
-        pieces = insert_at_depth(pieces, item, depth, split)
+        pieces = insert_at_depth(pieces, item, depth)
     return pieces
 
 
-def splitter(tokenizer: Tokenizer) -> Splitter:
-    """Cuts prose of ``tokenizer`` at a word boundary (see split_piece)."""
-    return lambda part, tokens: split_piece(tokenizer, part, tokens)
+def scored_output(output: str, case: Case) -> str:
+    """What HELMET scores: without a chat template its ``eval.py`` puts the answer prefix
+    (``system_template``) back before the output ("...mentioned in the provided text is
+    1234567"), so a gold inside the prefix counts as found; with one, the output alone."""
+    return str(case.meta.get("output_prefix", "")) + output
 
 
 def answer_separator(renderer: Renderer) -> str:
@@ -88,9 +75,13 @@ def answer_separator(renderer: Renderer) -> str:
 
 def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Renderer,
               max_new_tokens: int, depth: float | None, meta: dict[str, Any]) -> Case:
-    """A Case from a fitted prompt; ``meta`` gets the context's length and every key's depth."""
+    """A Case from a fitted prompt; ``meta`` gets the context's length, every key's depth and
+    the text scored before the output (``scored_output``)."""
+    prefix = "" if renderer.uses_template else \
+        fitted.prompt.answer_prefix.removeprefix(answer_separator(renderer))
     meta = {**meta, "context_tokens": fitted.context.tokens,
-            "key_depths": [round(d, 3) for _, d in fitted.context.depths]}
+            "key_depths": [round(d, 3) for _, d in fitted.context.depths],
+            "output_prefix": prefix}
     return Case(index=index, prompt=fitted.rendered, gold=tuple(gold),
                 prompt_tokens=fitted.prompt_tokens, depth=depth, max_new_tokens=max_new_tokens,
                 chat=renderer.chat_source(fitted.prompt), meta=meta)
@@ -110,7 +101,7 @@ class WholeContextTask:
         return [self._case(cell, context, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return string_match_all(output, case.gold)
+        return string_match_all(scored_output(output, case), case.gold)
 
     def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
         raise NotImplementedError

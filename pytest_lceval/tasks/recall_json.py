@@ -1,5 +1,6 @@
 """JSON KV retrieval (Liu et al.'s lost-in-the-middle task, as HELMET runs it): a JSON object of
 random UUID keys and values fills the context; the queried pair sits at the cell's depth.
+Scored as HELMET's ``load_json_kv``: SubEM of the output or of its parsed answer line.
 
 Prompt (HELMET's order: data first, then the instruction, two demonstrations and the key)::
 
@@ -20,7 +21,7 @@ Prompt (HELMET's order: data first, then the instruction, two demonstrations and
     Corresponding value:
 
 The demonstrations ask for two other pairs of the same object (at random depths), so that they
-are answerable from the context and never name the test key. Scored with SubEM.
+are answerable from the context and never name the test key.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..grid import Cell
-from ..metrics import substring_exact_match
+from ..metrics import helmet_parse_output, substring_exact_match
 from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext
@@ -44,6 +45,7 @@ from .recall_common import (
     case_rngs,
     make_case,
     place,
+    scored_output,
 )
 from .recall_values import Draw
 
@@ -73,14 +75,19 @@ class JsonKvTask:
     name: str = "json_kv"
     uses_depth: bool = True
     use_chat_template: bool = USE_CHAT_TEMPLATE
-    max_new_tokens: int = 50
-    """A UUID is ~35 BPE tokens."""
+    max_new_tokens: int = 100
+    """HELMET's generation_max_length for json_kv (configs/recall.yaml)."""
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         return [self._case(cell, context, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return substring_exact_match(output, case.gold)
+        """HELMET's: SubEM of the output, or of the rest of the line after the answer prefix
+        when that scores higher (``load_json_kv``'s post_process)."""
+        scored = scored_output(output, case)
+        parsed = helmet_parse_output(scored, ANSWER_PREFIX)
+        return max(substring_exact_match(scored, case.gold),
+                   substring_exact_match(parsed, case.gold))
 
     def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
         rng, filler_rng = case_rngs(context, self.name, index)

@@ -1,6 +1,7 @@
 """RULER's needle-in-a-haystack tasks: single, multi-key, multi-value and multi-query needles in a
-noise, essay or needle haystack, with HELMET's wording and answer prefix and no demonstrations
-(HELMET's loader gives RULER tasks none; RULER has none).
+noise, essay or needle haystack, built as RULER's ``niah.py`` builds them (``ruler_haystack``),
+with HELMET's wording and answer prefix and no demonstrations (HELMET's loader gives RULER
+tasks none; RULER has none).
 
 Prompt (base model; with a chat template the user text is templated and the prefix opens the
 assistant turn)::
@@ -10,38 +11,39 @@ assistant turn)::
     What is the special magic number for tall-river mentioned in the provided text?
     The special magic number for tall-river mentioned in the provided text is
 
-As in RULER, needles join an essay's sentences with a space and sit on their own lines in the
-noise haystack (one noise line a line) and in the needle haystack. The queried needle sits at
-the cell's depth; distractor needles, and the needles of multi-value / multi-query tasks (which
-have no single depth, as in RULER), sit at random depths.
+Where needles go. RULER samples a depth per needle from its forty depths (without replacement)
+and inserts the needle between sentences at ``int(sentences * depth / 100)``, or as a line of
+its own at a random line. Here the single-answer tasks have a depth axis instead: the queried
+needle goes between the sentences (lines) nearest the cell's depth in tokens. The other needles
+(distractors, and every needle of the multi-value and multi-query tasks, which have no depth
+axis) go where RULER would put them, at depths sampled as RULER samples them. ``sampled``
+(``--lceval-niah-placement=ruler``) places the queried needle that way too and drops the axis,
+which reproduces RULER's placement.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..grid import Cell
 from ..metrics import string_match_all
-from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext
 from .fitting import Frame, fit
-from .haystack_items import Stream, fill, shared_stream
-from .haystack_text import Context, Piece, Splitter, TokenizedCorpus, assemble, piece
+from .haystack_items import fill, shared_stream
+from .haystack_text import NOISE, Context, Piece, piece
 from .recall_common import (
     SYNTHETIC,
     USE_CHAT_TEMPLATE,
-    Placements,
     answer_separator,
     case_rngs,
-    corpus,
     make_case,
-    place,
-    splitter,
+    scored_output,
 )
 from .recall_values import Draw
+from .ruler_haystack import DEPTHS, EssayHaystack, Placed, lines_context
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class Draws:
 
 @dataclass
 class NiahTask:
-    """A RULER NIAH variant; see the module docstring for the prompt."""
+    """A RULER NIAH variant; see the module docstring for the prompt and the placement."""
 
     name: str
     haystack: str
@@ -103,57 +105,73 @@ class NiahTask:
     key_kind: str = "word"
     value_kind: str = "number"
     distractors: int = 0
-    """Needles with other keys, at random depths (multi-key essay)."""
+    """Needles with other keys (multi-key essay)."""
     values: int = 1
     """Values of the queried key (multi-value)."""
     queries: int = 1
     """Keys asked at once (multi-query)."""
-    max_new_tokens: int = 20
+    max_new_tokens: int = 50
+    sampled: bool = False
+    """Every needle's depth sampled per case, as RULER (no depth axis)."""
     use_chat_template: bool = USE_CHAT_TEMPLATE
     uses_depth: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.uses_depth = self.values == 1 and self.queries == 1
-        self.wording = Wording(self.value_kind, multi=not self.uses_depth)
+        if self.haystack not in ("noise", "essay", "needle"):
+            raise ValueError(f"{self.name}: unknown haystack {self.haystack!r}")
+        single = self.values == 1 and self.queries == 1
+        self.uses_depth = single and not self.sampled
+        self.wording = Wording(self.value_kind, multi=not single)
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         return [self._case(cell, context, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return string_match_all(output, case.gold)
+        return string_match_all(scored_output(output, case), case.gold)
 
     def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
         rng, filler_rng = case_rngs(context, self.name, index)
         keys, values = Draw(rng, self.key_kind), Draw(rng, self.value_kind)
         test = self._draw(keys, values)
-        haystack = self._haystack(context, rng, filler_rng, (keys, values), index)
         depth = cell.depth if self.uses_depth else None
-        scattered, golds = self._key_items(context.tokenizer, test, depth, rng)
-        key_tokens = sum(item.tokens for item, _ in scattered + golds)
-
-        def build(budget: int) -> Context:
-            pieces = place(haystack.pieces(budget - key_tokens), scattered)
-            return assemble(place(pieces, golds, haystack.split))
-
+        needles = self._placed(context, test, depth, rng)
+        key_tokens = sum(placed.item.tokens for placed in needles)
+        build, source, granularity = self._builder(context, needles, filler_rng,
+                                                   (keys, values), index)
         frame = Frame(self.wording.instruction() + "\n", "\n" + self.wording.question(test.query),
                       answer_separator(context.renderer) + self.wording.prefix(test.query))
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
-                     key_tokens, f"{self.name} at {cell.length} tokens", haystack.granularity)
+                     key_tokens, f"{self.name} at {cell.length} tokens", granularity)
         achieved = fitted.context.depth_of("gold") if depth is not None else None
-        meta = {"source": haystack.source, "requested_depth": cell.depth,
-                "haystack": self.haystack, "keys": test.query}
+        meta = {"source": source, "requested_depth": cell.depth, "haystack": self.haystack,
+                "keys": test.query, "haystack_units": fitted.context.units,
+                "needles": [[placed.item.text, placed.depth, placed.by_tokens, at] for placed, at
+                            in zip(needles, fitted.context.insertions, strict=True)]}
         return make_case(index, fitted, [value for _, value in test.golds], context.renderer,
                          self.max_new_tokens, achieved, meta)
 
-    def _key_items(self, tokenizer: Tokenizer, test: Draws, depth: float | None,
-                   rng: random.Random) -> tuple[Placements, Placements]:
-        """(needle, depth) pairs: those scattered at random depths, and the queried needle at
-        the cell's depth (none when the task has no depth axis: all its needles scatter)."""
-        scattered = [(self._needle(tokenizer, pair, "distractor"), rng.uniform(0, 100))
-                     for pair in test.distractors]
-        golds = [(self._needle(tokenizer, pair, "gold"),
-                  depth if depth is not None else rng.uniform(0, 100)) for pair in test.golds]
-        return (scattered, golds) if depth is not None else (scattered + golds, [])
+    def _placed(self, context: BuildContext, test: Draws, depth: float | None,
+                rng: random.Random) -> list[Placed]:
+        """Every needle with its depth: the queried one at the cell's ``depth``, the others
+        (all of them without a depth axis) at depths RULER would sample."""
+        golds = [(pair, "gold") for pair in test.golds]
+        distractors = [(pair, "distractor") for pair in test.distractors]
+        free = distractors if depth is not None else distractors + golds
+        depths = self._sample(len(free), rng)
+        axis = [Placed(self._needle(context, pair, tag), depth, by_tokens=True)
+                for pair, tag in golds if depth is not None]
+        return axis + [Placed(self._needle(context, pair, tag), at)
+                       for (pair, tag), at in zip(free, depths, strict=True)]
+
+    def _needle(self, context: BuildContext, pair: tuple[str, str], tag: str) -> Piece:
+        return piece(context.tokenizer, self._lead + self.wording.needle(*pair), tag)
+
+    def _sample(self, count: int, rng: random.Random) -> list[float]:
+        """Depths of ``count`` needles as RULER samples them: distinct depths of its forty in an
+        essay; a uniformly random line (as a depth: ``int(lines * depth / 100)``) otherwise."""
+        if self.haystack == "essay":
+            return [float(depth) for depth in rng.sample(DEPTHS, count)]
+        return [100 * rng.random() for _ in range(count)]
 
     @property
     def _lead(self) -> str:
@@ -166,76 +184,42 @@ class NiahTask:
         golds = [(key, values()) for key in query for _ in range(self.values)]
         return Draws(query, golds, [(keys(), values()) for _ in range(self.distractors)])
 
-    def _needle(self, tokenizer: Tokenizer, pair: tuple[str, str], tag: str | None) -> Piece:
-        return piece(tokenizer, self._needle_text(pair), tag)
+    def _builder(self, context: BuildContext, needles: list[Placed], filler_rng: random.Random,
+                 drawn: tuple[Draw, Draw], index: int
+                 ) -> tuple[Callable[[int], Context], str, int]:
+        """The context builder for a token budget, the haystack's source and its granularity
+        (its largest uncuttable unit, 0 for prose)."""
+        tokenizer = context.tokenizer
+        key_tokens = sum(placed.item.tokens for placed in needles)
+        if self.haystack == "essay":
+            texts, source = context.data.essays()
+            essay = EssayHaystack(texts, tokenizer)
 
-    def _needle_text(self, pair: tuple[str, str]) -> str:
-        return self._lead + self.wording.needle(*pair)
+            def from_essay(budget: int) -> Context:
+                return essay.context(essay.words_for(max(budget - key_tokens, 0)), needles)
 
-    def _haystack(self, context: BuildContext, rng: random.Random, filler_rng: random.Random,
-                  drawn: tuple[Draw, Draw], index: int) -> _Prose | _Needles:
-        """The test haystack; needle fillers never reuse a key or value ``drawn`` so far."""
-        if self.haystack == "needle":
-            keys, values = drawn
+            return from_essay, source, 0
+        if self.haystack == "noise":
+            line = piece(tokenizer, "\n" + NOISE)
 
-            def needles() -> Iterator[str]:
-                return self._filler(Draw(filler_rng, self.key_kind, set(keys.taken)),
-                                    Draw(filler_rng, self.value_kind, set(values.taken)))
+            def from_noise(budget: int) -> Context:
+                count = max((budget - key_tokens) // line.tokens, 0)
+                return lines_context([line] * count, needles)
 
-            key = (self.name, context.seed, index)
-            return _Needles(shared_stream(context.tokenizer, key, needles))
-        if self.haystack not in ("noise", "essay"):
-            raise ValueError(f"{self.name}: unknown haystack {self.haystack!r}")
-        text, source = corpus(self.haystack, context)
-        essay = self.haystack == "essay"
-        start = rng.randrange(len(text.units)) if essay else 0
-        return _Prose(text, context.tokenizer, start, source, cuttable=essay)
+            return from_noise, SYNTHETIC, line.tokens
+        keys, values = drawn
+
+        def needles_text() -> Iterator[str]:
+            return self._filler(Draw(filler_rng, self.key_kind, set(keys.taken)),
+                                Draw(filler_rng, self.value_kind, set(values.taken)))
+
+        stream = shared_stream(tokenizer, (self.name, context.seed, index), needles_text)
+
+        def from_needles(budget: int) -> Context:
+            return lines_context(fill(stream, budget - key_tokens), needles)
+
+        return from_needles, SYNTHETIC, stream.largest()
 
     def _filler(self, keys: Draw, values: Draw) -> Iterator[str]:
         while True:
-            yield self._needle_text((keys(), values()))
-
-
-@dataclass(frozen=True)
-class _Prose:
-    """A prose haystack read from a tokenised corpus from ``start``; its end cut at any token."""
-
-    corpus: TokenizedCorpus
-    tokenizer: Tokenizer
-    start: int
-    source: str
-    cuttable: bool
-    """Whether a unit may be cut to place a needle: an essay's sentence may, a noise line
-    (RULER keeps each whole) may not."""
-
-    def pieces(self, budget: int) -> list[Piece]:
-        return self.corpus.take(self.tokenizer, self.start, budget)
-
-    @property
-    def split(self) -> Splitter | None:
-        """An essay's sentence may be cut at a word boundary to place the needle at its depth."""
-        return splitter(self.tokenizer) if self.cuttable else None
-
-    @property
-    def granularity(self) -> int:
-        return 0
-
-
-@dataclass(frozen=True)
-class _Needles:
-    """A haystack of distractor needles, filled to the budget as closely as whole needles go."""
-
-    stream: Stream
-    source: str = SYNTHETIC
-
-    def pieces(self, budget: int) -> list[Piece]:
-        return fill(self.stream, budget)
-
-    @property
-    def split(self) -> None:
-        """Needles are never cut."""
-        return None
-
-    @property
-    def granularity(self) -> int:
-        return self.stream.largest()
+            yield self._lead + self.wording.needle(keys(), values())

@@ -1,9 +1,10 @@
 """Keys and values for the recall tasks, drawn from a seeded ``random.Random`` and never repeated
 within a case (a repeated key would make the question ambiguous).
 
-Word keys are "adjective-noun" pairs, as RULER's, from the project's own word lists in
-``pytest_lceval/fixtures/words/``. Numbers have seven digits; UUIDs are version-4 UUIDs built
-from the rng's bits, so they are reproducible (``uuid.uuid4()`` reads the OS entropy pool).
+Word keys are "adjective-noun" pairs from the ``wonderwords`` package's adjective and noun lists,
+as RULER's (a uniform adjective and a uniform noun: RULER's uniform choice among all pairs).
+Numbers have seven digits; UUIDs are version-4 UUIDs built from the rng's bits, as RULER's, so
+they are reproducible (``uuid.uuid4()`` reads the OS entropy pool).
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 from functools import cache
-from pathlib import Path
-
-from ..data import FIXTURES
+from importlib.resources import files
 
 KINDS = ("word", "number", "uuid")
 _RETRIES = 64
@@ -21,10 +20,10 @@ _RETRIES = 64
 
 
 @cache
-def word_list(name: str, folder: Path = FIXTURES / "words") -> tuple[str, ...]:
-    """A word list from ``<folder>/<name>.txt`` (comments and blanks skipped)."""
-    lines = (folder / f"{name}.txt").read_text(encoding="utf-8").splitlines()
-    return tuple(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+def word_list(name: str) -> tuple[str, ...]:
+    """A ``wonderwords`` list ("nounlist", "adjectivelist"), without repeats, sorted."""
+    text = (files("wonderwords") / "assets" / f"{name}.txt").read_text(encoding="utf-8")
+    return tuple(sorted({line.strip() for line in text.splitlines() if line.strip()}))
 
 
 class Draw:
@@ -55,5 +54,5 @@ class Draw:
             return str(self.rng.randint(1_000_000, 9_999_999))
         if self.kind == "uuid":
             return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-        adjective = self.rng.choice(word_list("adjectives"))
-        return f"{adjective}-{self.rng.choice(word_list('nouns'))}"
+        adjective = self.rng.choice(word_list("adjectivelist"))
+        return f"{adjective}-{self.rng.choice(word_list('nounlist'))}"

@@ -27,13 +27,12 @@ from ..grid import Cell
 from ..records import Case
 from .base import BuildContext
 from .fitting import Frame, fit
-from .haystack_text import Context, Piece, assemble, piece
+from .haystack_text import NOISE, Context, Piece, assemble, piece
 from .recall_common import (
     SYNTHETIC,
     WholeContextTask,
     answer_separator,
     case_rngs,
-    corpus,
     make_case,
 )
 
@@ -66,7 +65,7 @@ class Chain:
     def lines(self) -> list[str]:
         first = f"VAR {self.names[0]} = {self.value}"
         pairs = zip(self.names, self.names[1:], strict=False)
-        return [first, *(f"VAR {b} = VAR {a}" for a, b in pairs)]
+        return [first, *(f"VAR {b} = VAR {a} " for a, b in pairs)]  # RULER's trailing space
 
 
 def draw_chain(rng: random.Random, letters: int) -> Chain:
@@ -103,22 +102,21 @@ class VariableTrackingTask(WholeContextTask):
         example_chain = draw_chain(rng, EXAMPLE_NAME_LETTERS)
         while example_chain.value == chain.value:
             example_chain = draw_chain(rng, EXAMPLE_NAME_LETTERS)
-        noise, _ = corpus("noise", context)
-        line = Piece(noise.units[0], len(noise.ids[0]))
+        line = piece(context.tokenizer, "\n" + NOISE)
         example = self._example(context, example_chain, [rng.random() for _ in range(HOPS + 1)],
                                 line)
         fractions = [rng.random() for _ in range(HOPS + 1)]
         items = [piece(context.tokenizer, "\n" + text, "chain") for text in chain.lines()]
         key_tokens = sum(item.tokens for item in items)
 
-        def build(budget: int) -> Context:
-            lines = noise.take(context.tokenizer, 0, budget - key_tokens)
+        def build(budget: int) -> Context:  # whole noise lines, as RULER's
+            lines = [line] * max((budget - key_tokens) // line.tokens, 0)
             return assemble(insert_in_order(lines, items, fractions))
 
         frame = Frame(f"{example}\n\n{INSTRUCTION}\n\n", f"\n{question(chain.value)}",
                       answer_separator(context.renderer) + answer_prefix(chain.value))
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
-                     key_tokens, f"{self.name} at {cell.length} tokens")
+                     key_tokens, f"{self.name} at {cell.length} tokens", line.tokens)
         meta = {"source": SYNTHETIC, "requested_depth": None, "value": chain.value,
                 "chain": chain.lines()}
         return make_case(index, fitted, chain.names, context.renderer, self.max_new_tokens,
@@ -133,8 +131,9 @@ class VariableTrackingTask(WholeContextTask):
 
         def text(count: int) -> str:
             body = assemble(insert_in_order([line] * count, items, fractions)).text
-            return (f"{INSTRUCTION}\n\n{body}\n{question(chain.value)}\n"
-                    f"{answer_prefix(chain.value)} {' '.join(chain.names)}")
+            # RULER's: the answer prefix (ending "they are: ") on the question's line, a space
+            return (f"{INSTRUCTION}\n\n{body}\n{question(chain.value)} "
+                    f"{answer_prefix(chain.value)}  {' '.join(chain.names)}")
 
         bare = len(context.tokenizer.encode(text(0)))
         return text(max(0, (EXAMPLE_TOKENS - bare) // line.tokens))

@@ -29,7 +29,6 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib.resources import files
 from itertools import accumulate
 from typing import TypeVar
 
@@ -42,6 +41,7 @@ from .base import BuildContext, CellDoesNotFit
 from .fitting import Frame, fit
 from .haystack_text import Context, Piece, token_counts, tokenizer_cache
 from .recall_common import SYNTHETIC, WholeContextTask, answer_separator, case_rngs, make_case
+from .recall_values import word_list as wonderwords_list
 
 COMMON = 10
 """Words to find in CWE (RULER's num_cw)."""
@@ -73,10 +73,8 @@ T = TypeVar("T")
 @cache
 def wonderwords() -> tuple[str, ...]:
     """RULER's CWE vocabulary: wonderwords' nouns, adjectives and verbs, deduplicated, sorted."""
-    assets = files("wonderwords") / "assets"
-    words = {line.strip() for name in ("nounlist.txt", "adjectivelist.txt", "verblist.txt")
-             for line in (assets / name).read_text(encoding="utf-8").splitlines()}
-    return tuple(sorted(word for word in words if word))
+    lists = ("nounlist", "adjectivelist", "verblist")
+    return tuple(sorted({word for name in lists for word in wonderwords_list(name)}))
 
 
 def _pieces(tokenizer: Tokenizer, texts: list[str]) -> list[Piece]:
@@ -158,7 +156,8 @@ class CommonWordsTask(WholeContextTask):
         example_words = rng.sample(vocabulary, repeats.example_words)
         seed = case_seed(context.seed, self.name, index, "order")
         example = word_list(example_words, repeats.example_common, repeats.example_other, seed)
-        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION}\n{CWE_PREFIX} "
+        # RULER's example: its template with the answer prefix on the question's line
+        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION} {CWE_PREFIX} "
                 f"{numbered(example_words[:COMMON])}")
         per_word = [part.tokens for part in _pieces(context.tokenizer,
                                                     [" " + word for word in order])]

