@@ -24,8 +24,8 @@ KINDS = ("prompts", "outputs")
 class Count:
     compared: int = 0
     identical: int = 0
-    options: set[str] = field(default_factory=set)
-    """Named options under which the project matched (a documented deviation's switch)."""
+    options: dict[str, int] = field(default_factory=dict)
+    """Items compared under a named option (a documented deviation's switch), by option."""
 
 
 class Tally:
@@ -68,7 +68,8 @@ class Summary:
             count.compared += entry["compared"]
             count.identical += entry["identical"]
             if entry["option"]:
-                count.options.add(entry["option"])
+                count.options[entry["option"]] = (count.options.get(entry["option"], 0)
+                                                  + entry["compared"])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.counts:
@@ -82,7 +83,8 @@ class Summary:
                 count = self.counts.get((category, kind))
                 if count is None:
                     continue
-                under = f" (under {', '.join(sorted(count.options))})" if count.options else ""
+                under = "".join(f" ({n} of them under {option})"
+                                for option, n in sorted(count.options.items()))
                 parts.append(f"{kind} {verb} {count.compared} / identical {count.identical}"
                              f"{under}")
             terminalreporter.write_line(f"{category:<{width}}  {'; '.join(parts)}")
