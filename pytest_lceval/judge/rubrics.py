@@ -73,6 +73,12 @@ def helmet_answer(output: str, prefix: str = "Answer:") -> str:
     return helmet_parse_output(output.replace("\n", " "), prefix)
 
 
+def helmet_output(output: str, case: Case) -> str:
+    """The output as HELMET's judge scripts read it from its results file: after the answer
+    prefix the prompt ended with when no chat template was used (``eval.py`` prepends it)."""
+    return str(case.meta.get("output_prefix", "")) + output
+
+
 def first_line(output: str) -> str:
     """100-LongBench's reading of a prediction: its first line after leading newlines."""
     return output.lstrip("\n").split("\n")[0]
@@ -87,7 +93,7 @@ class HelmetQA(Rubric):
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         prompt = prompts.QA.format(question=case.meta["question"], answers=list(case.gold),
-                                   output=helmet_answer(output),
+                                   output=helmet_answer(helmet_output(output, case)),
                                    example='{"fluency": 1, "correctness": 3}')
         return [Ask("answer", prompt, self.scales)]
 
@@ -109,7 +115,7 @@ class HelmetSummary(Rubric):
         self.name = f"helmet_summary_{kind}"
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        text, subject = output.strip(), prompts.subject(self.kind)
+        text, subject = helmet_output(output, case).strip(), prompts.subject(self.kind)
         listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
         return [
             Ask("fluency", prompts.FLUENCY.format(output=text), (FLUENCY,)),

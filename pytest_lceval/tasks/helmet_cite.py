@@ -57,8 +57,13 @@ MAX_NEW_TOKENS = 300
 """HELMET's ``generation_max_length`` for ALCE; ``stop_new_line: false``, so no stop string."""
 USE_CHAT_TEMPLATE = True
 """HELMET's ``use_chat_template`` for cite (configs/cite.yaml)."""
-ANSWER_PREFIX = "\n\nAnswer:"
-"""HELMET's completion prompt ends so (``system_template``) when no chat template is used."""
+ANSWER = "Answer:"
+"""HELMET's ``system_template`` for ALCE."""
+ANSWER_PREFIX = f"\n\n{ANSWER}"
+"""HELMET's completion prompt ends so (``prompt_template``) when no chat template is used."""
+HEADLINE = "helmet_cite"
+"""HELMET's Cite number for the cell (``scripts/collect_results.py``): the mean of correctness
+(STR-EM or recall-5), citation recall and citation precision; None without a scorer."""
 NO_SCORER_NOTE = ("citation recall/precision not measured: no entailment scorer; pass "
                   "--lceval-cite-nli=hf:/path/to/nli-model")
 
@@ -116,18 +121,25 @@ class CiteTask:
             depth = None if gold is None else depth_of(
                 demos.context(shown), demos.document(shown.index(gold) + 1, gold))
             first_aliases = tuple(reading[0] for reading in question.readings)
+            shown_ids = {id(document) for document in shown}
             cases.append(Case(
                 index, rendered, first_aliases, tokens, depth, self.max_new_tokens, (),
                 context.renderer.chat_source(frame.prompt(shown)),
                 meta={"source": source, "passages": len(shown), "question": question.question,
-                      "readings": question.readings, "documents": tuple(shown)}))
+                      "readings": question.readings,
+                      # ALCE checks a citation [k] against the k-th retrieved document, shown
+                      # or not (eval_alce.py reads the record's whole ``docs``)
+                      "documents": (*shown, *(document for document in documents
+                                              if id(document) not in shown_ids)),
+                      "output_prefix": "" if context.renderer.uses_template else ANSWER,
+                      "demos": tuple(demos.demos.index(shot) for shot in shots)}))
         return cases
 
     def score(self, output: str, case: Case) -> float:
         readings = case.meta["readings"]
         if self.kind == "asqa":
-            return str_em(output, readings)
-        return qampari_scores(output, readings).recall_top5
+            return str_em(scored(output, case), readings)
+        return qampari_scores(scored(output, case), readings).recall_top5
 
     def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case]) -> dict[str, Any]:
         """Per-cell numbers beside the mean score: QAMPARI's precision, and citation recall
@@ -135,26 +147,36 @@ class CiteTask:
         metrics: dict[str, Any] = {}
         if self.kind == "qampari":
             metrics["qampari_precision"] = fmean(
-                qampari_scores(output, case.meta["readings"]).precision
+                qampari_scores(scored(output, case), case.meta["readings"]).precision
                 for output, case in zip(outputs, cases, strict=True)) if cases else None
         scorer = self.nli.scorer
         if scorer is None:
             return {**metrics, "citation_recall": None, "citation_precision": None,
-                    "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
+                    HEADLINE: None, "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
         judged = [citation_scores(self.claims(output, case), case.meta["documents"], scorer)
                   for output, case in zip(outputs, cases, strict=True)]
-        scored = [scores for scores in judged if scores is not None]
-        return {**metrics, "citation_scorer": scorer.label, "citation_answers": len(scored),
-                # ALCE's means over the answers that make a claim; 0 when none does
-                "citation_recall": fmean(s.recall for s in scored) if scored else 0.0,
-                "citation_precision": fmean(s.precision for s in scored) if scored else 0.0}
+        answered = [scores for scores in judged if scores is not None]
+        # ALCE's means over the answers that make a claim; 0 when none does
+        recall = fmean(s.recall for s in answered) if answered else 0.0
+        precision = fmean(s.precision for s in answered) if answered else 0.0
+        correctness = fmean(self.score(output, case)
+                            for output, case in zip(outputs, cases, strict=True)) if cases else 0.0
+        return {**metrics, "citation_scorer": scorer.label, "citation_answers": len(answered),
+                "citation_recall": recall, "citation_precision": precision,
+                HEADLINE: fmean((correctness, recall, precision))}
 
     def claims(self, output: str, case: Case) -> list[str]:
         """The answer's claims as ALCE cuts them: sentences (ASQA) or list items (QAMPARI)."""
-        text = clean_output(output)
+        text = clean_output(scored(output, case))
         if self.kind == "asqa":
             return sentences(text)
         return qampari_claims(case.meta["question"], text)
+
+
+def scored(output: str, case: Case) -> str:
+    """The output as HELMET scores it: after the answer prefix the prompt ended with, when no
+    chat template was used (``eval.py`` prepends ``system_template`` for parsing)."""
+    return str(case.meta.get("output_prefix", "")) + output
 
 
 @dataclass(frozen=True)

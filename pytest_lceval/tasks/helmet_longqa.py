@@ -146,6 +146,12 @@ def frame(style: Style, demos: Sequence[Question], question: Question,
                  f"\n\n{query(question)}", "" if templated else style.answer_gap + ANSWER)
 
 
+def scored(output: str, case: Case) -> str:
+    """The output as HELMET scores (and judges) it: after the answer prefix the prompt ended
+    with, when no chat template was used (``eval.py`` prepends ``system_template``)."""
+    return str(case.meta.get("output_prefix", "")) + output
+
+
 def readings(output: str) -> list[str]:
     """What HELMET scores, keeping the better: the output and its parsed answer."""
     return [output, helmet_parse_output(output, ANSWER)]
@@ -292,7 +298,7 @@ class LongQATask:
         return self.layout.missing(data)
 
     def score(self, output: str, case: Case) -> float:
-        return self.metric(output, case.gold)
+        return self.metric(scored(output, case), case.gold)
 
     def collection(self, data: DataSource) -> Collection:
         return self.read(self.layout.path(data, self.name))
@@ -325,7 +331,9 @@ class LongQATask:
                           "document": question.document, "cut": fitted.context.cut,
                           "context_tokens": fitted.context.tokens,
                           "demos": [collection.questions[demo].text for demo in demos],
-                          "demo_items": demos, **meta,
+                          "demo_items": demos,
+                          "output_prefix": "" if context.renderer.uses_template else ANSWER,
+                          **meta,
                           **({} if self.chance is None else {"chance": self.chance})})
 
 
