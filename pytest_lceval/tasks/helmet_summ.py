@@ -258,7 +258,7 @@ class SummTask:
         meta = {"source": source, "document": item.document_id,
                 "output_prefix": "" if context.renderer.uses_template else ANSWER_PREFIX,
                 "document_tokens": len(document.ids), "context_tokens": fitted.context.tokens,
-                "cut": fitted.context.cut, "shots": len(demos)}
+                "cut": fitted.context.cut, "shots": len(demos), "demos": tuple(demos)}
         if item.query:
             meta["query"] = item.query
         if item.keypoints:

@@ -127,3 +127,19 @@ def rendered(model_utils: ModuleType, hf: Any, sample: Mapping[str, Any],
                          system_message=None)
     return recorder.prompts[-1]
 
+
+
+def helmet_length(hf: Any, context: str) -> int:
+    """The dataset suffix (``truncate_llama2``'s max_length) at which HELMET cuts a document
+    where the project did: it keeps tokens 0..N-m of the document (m: the marker's tokens), then
+    the marker. A context the project did not cut gets a length no document reaches."""
+    if not context.endswith(OMITTED):
+        return 10**9
+    kept = len(hf(context[:-len(OMITTED)])["input_ids"])
+    return kept + len(hf(OMITTED)["input_ids"]) - 1
+
+
+def between(prompt: str, opening: str, closing: str) -> str:
+    """The document the project placed between ``opening`` and the last ``closing``."""
+    start = prompt.index(opening) + len(opening)
+    return prompt[start:prompt.rindex(closing)]

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helmet_hub import OMITTED, hub, rendered
+from helmet_hub import between, helmet_length, hub, rendered
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
@@ -60,21 +60,6 @@ def build(smollm2: HFText, task: LongQATask, length: int, template: bool) -> lis
     return task.build(Cell("longqa", task.name, length, None, ROWS), context)
 
 
-def helmet_length(smollm2: HFText, context: str) -> int:
-    """The dataset suffix (``truncate_llama2``'s max_length) at which HELMET cuts the document
-    where the project did: it keeps tokens 0..N-m of the document (m: the marker's tokens), then
-    the marker. A context the project did not cut gets a length no document reaches."""
-    if not context.endswith(OMITTED):
-        return 10**9
-    kept = len(smollm2.hf(context[:-len(OMITTED)])["input_ids"])
-    return kept + len(smollm2.hf(OMITTED)["input_ids"]) - 1
-
-
-def shown_context(prompt: str, opening: str) -> str:
-    start = prompt.index(opening) + len(opening)
-    return prompt[start:prompt.rindex("\n\nQuestion: ")]
-
-
 def narrativeqa_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
                        monkeypatch: pytest.MonkeyPatch, collection: Collection,
                        case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -88,8 +73,8 @@ def narrativeqa_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
     train = [{"document": {"text": ""}, "question": {"text": demo.text},
               "answers": [{"text": answer} for answer in demo.answers]}
              for demo in (collection.questions[i] for i in case.meta["demo_items"])]
-    length = helmet_length(smollm2, shown_context(
-        case.prompt, "use the following story to answer the question:\n\n"))
+    length = helmet_length(smollm2.hf, between(
+        case.prompt, "use the following story to answer the question:\n\n", "\n\nQuestion: "))
     with hub(monkeypatch, data, smollm2.hf, {"test": test, "train": train}):
         loaded = data.load_narrativeqa(f"narrativeqa_{length}", shots=2, seed=SEED)
     return loaded["data"][0], loaded
@@ -117,8 +102,8 @@ def infbench_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
     placed = [demos[order.index(position)] for position in range(2)]
     rows = [infbench_row(0, question, collection.documents[question.document]),
             *(infbench_row(1 + i, demo, "") for i, demo in enumerate(placed))]
-    length = helmet_length(smollm2, shown_context(case.prompt,
-                                                  "Now, read the following story:\n\n"))
+    length = helmet_length(smollm2.hf, between(case.prompt, "Now, read the following story:\n\n",
+                                               "\n\nQuestion: "))
     with hub(monkeypatch, data, smollm2.hf, {f"longbook_{kind}": rows}):
         loaded = data.load_infbench(f"infbench_{kind}_{length}", shots=2, seed=SEED)
     [sample] = [row for row in loaded["data"] if row["id"] == 0]
