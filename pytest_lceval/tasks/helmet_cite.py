@@ -132,6 +132,7 @@ class CiteTask:
                       "documents": (*shown, *(document for document in documents
                                               if id(document) not in shown_ids)),
                       "output_prefix": "" if context.renderer.uses_template else ANSWER,
+                      "prompt_file": demos,
                       "demos": tuple(demos.demos.index(shot) for shot in shots)}))
         return cases
 
