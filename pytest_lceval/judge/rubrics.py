@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..metrics import helmet_parse_output
 from ..records import Case
 from . import prompts
+from .helmet_prompts import HELMET
 from .replies import Field
 
 Ratings = Mapping[str, int]
@@ -92,9 +93,14 @@ class HelmetQA(Rubric):
     scales = (FLUENCY, Field("correctness", 0, 3))
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        prompt = prompts.QA.format(question=case.meta["question"], answers=list(case.gold),
-                                   output=helmet_answer(helmet_output(output, case)),
-                                   example='{"fluency": 1, "correctness": 3}')
+        answer = helmet_answer(helmet_output(output, case))
+        if HELMET.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
+            prompt = HELMET.texts["judge_prompt"].format(
+                question=case.meta["question"], correct_answers=list(case.gold),
+                parsed_output=answer)
+        else:
+            prompt = prompts.QA.format(question=case.meta["question"], answers=list(case.gold),
+                                       output=answer, example='{"fluency": 1, "correctness": 3}')
         return [Ask("answer", prompt, self.scales)]
 
     def score(self, ratings: Sequence[Ratings], case: Case,
@@ -117,6 +123,8 @@ class HelmetSummary(Rubric):
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         text, subject = helmet_output(output, case).strip(), prompts.subject(self.kind)
         listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
+        if HELMET.texts:
+            return self._helmets(text, listed, case.gold[0], len(keypoints))
         return [
             Ask("fluency", prompts.FLUENCY.format(output=text), (FLUENCY,)),
             Ask("recall", prompts.RECALL.format(subject=subject, keypoints=listed, output=text,
@@ -125,6 +133,21 @@ class HelmetSummary(Rubric):
             Ask("precision", prompts.PRECISION.format(
                 subject=subject, reference=case.gold[0], output=text,
                 example='{"precision": 2, "sentence_count": 3}'),
+                (Field("precision", 0, None, at_most="sentence_count"),
+                 Field("sentence_count", 0))),
+        ]
+
+    def _helmets(self, text: str, listed: str, expert: str, points: int) -> list[Ask]:
+        """eval_gpt4_summ.py's own prompts, filled as the script fills them: the legal ones for
+        Multi-LexSum, the ``_book`` ones (∞Bench Sum's) for every other summary."""
+        book = "" if self.kind == "legal" else "_book"
+        return [
+            Ask("fluency", HELMET.texts[f"fluency_prompt{book}"].format(text=text), (FLUENCY,)),
+            Ask("recall", HELMET.texts[f"recall_prompt{book}"].format(keypoints=listed,
+                                                                     summary=text),
+                (Field("recall", 0, points),)),
+            Ask("precision", HELMET.texts[f"precision_prompt{book}"].format(
+                expert_summary=expert, summary=text),
                 (Field("precision", 0, None, at_most="sentence_count"),
                  Field("sentence_count", 0))),
         ]
