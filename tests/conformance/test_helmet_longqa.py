@@ -134,3 +134,37 @@ def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], smollm2: HFT
     assert not differing, differing[0]
     assert any(case.meta["cut"] for case in cases)  # HELMET's cut and marker were compared
     conformance.record(CATEGORY[name], "prompts", len(cases), len(cases) - len(differing))
+
+
+HOSTILE_DOCUMENTS = [
+    "Ünïcödé café — naïve “quotes” 😀🎉 漢字かな交じり文 " * 12,
+    "emoji 💥💥💥 after spaces   and\ttabs\n\nnew paragraph 👩‍👩‍👧 family " * 10,
+    "plain ascii sentence number one. " * 30,
+]
+
+
+def test_a_cut_document_is_truncate_llama2s(helmet: tuple[ModuleType, ModuleType],
+                                            smollm2: HFText,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """HELMET slices the document at its kept token's end offset, so a character whose bytes
+    that token only begins is kept whole; the project's cut gives the same text at every
+    length, on text full of multi-byte characters."""
+    import datasets
+
+    from pytest_lceval.tasks.helmet_longqa import OMITTED, Truncation
+
+    data, _ = helmet
+    marker = len(smollm2.encode(OMITTED))
+    ids = [smollm2.encode(document) for document in HOSTILE_DOCUMENTS]
+    cuts = [Truncation(document, tokens, marker, smollm2)  # type: ignore[arg-type]
+            for document, tokens in zip(HOSTILE_DOCUMENTS, ids, strict=True)]
+    rows = datasets.Dataset.from_list([{"context": document} for document in HOSTILE_DOCUMENTS])
+    compared, differing = 0, []
+    for length in range(marker + 1, min(map(len, ids)) - 1, 3):
+        with hub(monkeypatch, data, smollm2.hf, {}):
+            theirs = data.truncate_llama2(f"x_{length}", rows)["context"]
+        for cut, text in zip(cuts, theirs, strict=True):
+            compared += 1
+            if cut(length + 1).text != text:  # HELMET keeps length + 1 of SmolLM2's tokens
+                differing.append((length, cut(length + 1).text[-60:], text[-60:]))
+    assert compared >= 200 and not differing, differing[:3]
