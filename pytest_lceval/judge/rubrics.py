@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..metrics import helmet_parse_output
+from ..metrics import helmet_parse_output, helmet_scored
 from ..records import Case
 from . import prompts
 from .helmet_prompts import HELMET
@@ -74,18 +74,15 @@ def helmet_answer(output: str, prefix: str = "Answer:") -> str:
     return helmet_parse_output(output.replace("\n", " "), prefix)
 
 
-def helmet_output(output: str, case: Case) -> str:
-    """The output as HELMET's judge scripts read it from its results file: after the answer
-    prefix the prompt ended with when no chat template was used (``eval.py`` prepends it)."""
-    return str(case.meta.get("output_prefix", "")) + output
-
-
 def first_line(output: str) -> str:
     """100-LongBench's reading of a prediction: its first line after leading newlines."""
     return output.lstrip("\n").split("\n")[0]
 
 
 FLUENCY = Field("fluency", 0, 1)
+SUPPORTED_SENTENCES = (Field("precision", 0, None, at_most="sentence_count"),
+                       Field("sentence_count", 0))
+"""A precision reply: supported sentences, at most the sentences counted."""
 
 
 class HelmetQA(Rubric):
@@ -93,7 +90,7 @@ class HelmetQA(Rubric):
     scales = (FLUENCY, Field("correctness", 0, 3))
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        answer = helmet_answer(helmet_output(output, case))
+        answer = helmet_answer(helmet_scored(output, case.meta))
         if HELMET.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
             prompt = HELMET.texts["judge_prompt"].format(
                 question=case.meta["question"], correct_answers=list(case.gold),
@@ -121,36 +118,30 @@ class HelmetSummary(Rubric):
         self.name = f"helmet_summary_{kind}"
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        text, subject = helmet_output(output, case).strip(), prompts.subject(self.kind)
+        text = helmet_scored(output, case.meta).strip()
         listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
-        if HELMET.texts:
-            return self._helmets(text, listed, case.gold[0], len(keypoints))
-        return [
-            Ask("fluency", prompts.FLUENCY.format(output=text), (FLUENCY,)),
-            Ask("recall", prompts.RECALL.format(subject=subject, keypoints=listed, output=text,
-                                                example='{"recall": 2}'),
-                (Field("recall", 0, len(keypoints)),)),
-            Ask("precision", prompts.PRECISION.format(
-                subject=subject, reference=case.gold[0], output=text,
-                example='{"precision": 2, "sentence_count": 3}'),
-                (Field("precision", 0, None, at_most="sentence_count"),
-                 Field("sentence_count", 0))),
-        ]
+        words = self._helmets if HELMET.texts else self._ours
+        fluency, recall, precision = words(text, listed, case.gold[0])
+        return [Ask("fluency", fluency, (FLUENCY,)),
+                Ask("recall", recall, (Field("recall", 0, len(keypoints)),)),
+                Ask("precision", precision, SUPPORTED_SENTENCES)]
 
-    def _helmets(self, text: str, listed: str, expert: str, points: int) -> list[Ask]:
+    def _ours(self, text: str, listed: str, expert: str) -> tuple[str, str, str]:
+        subject = prompts.subject(self.kind)
+        return (prompts.FLUENCY.format(output=text),
+                prompts.RECALL.format(subject=subject, keypoints=listed, output=text,
+                                      example='{"recall": 2}'),
+                prompts.PRECISION.format(subject=subject, reference=expert, output=text,
+                                         example='{"precision": 2, "sentence_count": 3}'))
+
+    def _helmets(self, text: str, listed: str, expert: str) -> tuple[str, str, str]:
         """eval_gpt4_summ.py's own prompts, filled as the script fills them: the legal ones for
         Multi-LexSum, the ``_book`` ones (∞Bench Sum's) for every other summary."""
         book = "" if self.kind == "legal" else "_book"
-        return [
-            Ask("fluency", HELMET.texts[f"fluency_prompt{book}"].format(text=text), (FLUENCY,)),
-            Ask("recall", HELMET.texts[f"recall_prompt{book}"].format(keypoints=listed,
-                                                                     summary=text),
-                (Field("recall", 0, points),)),
-            Ask("precision", HELMET.texts[f"precision_prompt{book}"].format(
-                expert_summary=expert, summary=text),
-                (Field("precision", 0, None, at_most="sentence_count"),
-                 Field("sentence_count", 0))),
-        ]
+        return (HELMET.texts[f"fluency_prompt{book}"].format(text=text),
+                HELMET.texts[f"recall_prompt{book}"].format(keypoints=listed, summary=text),
+                HELMET.texts[f"precision_prompt{book}"].format(expert_summary=expert,
+                                                               summary=text))
 
     def score(self, ratings: Sequence[Ratings], case: Case,
               keypoints: Sequence[str]) -> float:
@@ -190,9 +181,7 @@ class LongBenchSummary(Rubric):
         return [fluency, *(
             Ask("precision", prompts.PRECISION.format(
                 subject=subject, reference=gold, output=text,
-                example='{"precision": 2, "sentence_count": 3}'),
-                (Field("precision", 0, None, at_most="sentence_count"),
-                 Field("sentence_count", 0)))
+                example='{"precision": 2, "sentence_count": 3}'), SUPPORTED_SENTENCES)
             for gold in case.gold)]
 
     def score(self, ratings: Sequence[Ratings], case: Case,

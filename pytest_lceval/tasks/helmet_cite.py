@@ -26,6 +26,7 @@ from typing import Any
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
+from ..metrics import OUTPUT_PREFIX, helmet_scored
 from ..records import Case, Prompt
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .cite_metrics import (
@@ -131,7 +132,7 @@ class CiteTask:
                       # or not (eval_alce.py reads the record's whole ``docs``)
                       "documents": (*shown, *(document for document in documents
                                               if id(document) not in shown_ids)),
-                      "output_prefix": "" if context.renderer.uses_template else ANSWER,
+                      OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER,
                       "prompt_file": demos,
                       "demos": tuple(demos.demos.index(shot) for shot in shots)}))
         return cases
@@ -139,8 +140,8 @@ class CiteTask:
     def score(self, output: str, case: Case) -> float:
         readings = case.meta["readings"]
         if self.kind == "asqa":
-            return str_em(scored(output, case), readings)
-        return qampari_scores(scored(output, case), readings).recall_top5
+            return str_em(helmet_scored(output, case.meta), readings)
+        return qampari_scores(helmet_scored(output, case.meta), readings).recall_top5
 
     def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case]) -> dict[str, Any]:
         """Per-cell numbers beside the mean score: QAMPARI's precision, and citation recall
@@ -148,7 +149,7 @@ class CiteTask:
         metrics: dict[str, Any] = {}
         if self.kind == "qampari":
             metrics["qampari_precision"] = fmean(
-                qampari_scores(scored(output, case), case.meta["readings"]).precision
+                qampari_scores(helmet_scored(output, case.meta), case.meta["readings"]).precision
                 for output, case in zip(outputs, cases, strict=True)) if cases else None
         scorer = self.nli.scorer
         if scorer is None:
@@ -168,16 +169,10 @@ class CiteTask:
 
     def claims(self, output: str, case: Case) -> list[str]:
         """The answer's claims as ALCE cuts them: sentences (ASQA) or list items (QAMPARI)."""
-        text = clean_output(scored(output, case))
+        text = clean_output(helmet_scored(output, case.meta))
         if self.kind == "asqa":
             return sentences(text)
         return qampari_claims(case.meta["question"], text)
-
-
-def scored(output: str, case: Case) -> str:
-    """The output as HELMET scores it: after the answer prefix the prompt ended with, when no
-    chat template was used (``eval.py`` prepends ``system_template`` for parsing)."""
-    return str(case.meta.get("output_prefix", "")) + output
 
 
 @dataclass(frozen=True)

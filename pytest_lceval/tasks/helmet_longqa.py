@@ -65,7 +65,7 @@ from pathlib import Path
 from ..data import DataError, DataSource
 from ..grid import Cell, case_seed
 from ..judge.rubrics import RUBRICS, Rubric
-from ..metrics import helmet_parse_output, normalize_answer, rouge_f1
+from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer, rouge_f1
 from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext, CellDoesNotFit, GenerationTask
@@ -144,12 +144,6 @@ def frame(style: Style, demos: Sequence[Question], question: Question,
                         for demo in demos)
     return Frame(f"{style.instruction}{style.demos_open}{shown}{style.demos_close}",
                  f"\n\n{query(question)}", "" if templated else style.answer_gap + ANSWER)
-
-
-def scored(output: str, case: Case) -> str:
-    """The output as HELMET scores (and judges) it: after the answer prefix the prompt ended
-    with, when no chat template was used (``eval.py`` prepends ``system_template``)."""
-    return str(case.meta.get("output_prefix", "")) + output
 
 
 def readings(output: str) -> list[str]:
@@ -298,7 +292,7 @@ class LongQATask:
         return self.layout.missing(data)
 
     def score(self, output: str, case: Case) -> float:
-        return self.metric(scored(output, case), case.gold)
+        return self.metric(helmet_scored(output, case.meta), case.gold)
 
     def collection(self, data: DataSource) -> Collection:
         return self.read(self.layout.path(data, self.name))
@@ -332,7 +326,7 @@ class LongQATask:
                           "context_tokens": fitted.context.tokens,
                           "demos": [collection.questions[demo].text for demo in demos],
                           "demo_items": demos,
-                          "output_prefix": "" if context.renderer.uses_template else ANSWER,
+                          OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER,
                           **meta,
                           **({} if self.chance is None else {"chance": self.chance})})
 

@@ -61,12 +61,12 @@ from dataclasses import dataclass
 from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..judge.rubrics import RUBRICS, Rubric
-from ..metrics import helmet_parse_output, rouge_f1
+from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, rouge_f1
 from ..models.base import Renderer
 from ..records import Case
 from .base import BuildContext, GenerationTask
 from .fitting import Fitted, Frame, fit
-from .helmet_longqa import OMITTED, Context, Truncation, scored
+from .helmet_longqa import OMITTED, Context, Truncation
 from .helmet_summ_data import (
     GOV_REPORT,
     MEETING,
@@ -245,7 +245,7 @@ class SummTask:
     def score(self, output: str, case: Case) -> float:
         """The rule metric against the reference summary, the last gold (the first is the
         judge's expert summary where the two differ)."""
-        return rouge_lsum_f1(scored(output, case), case.gold[-1], self.parse_prefix)
+        return rouge_lsum_f1(helmet_scored(output, case.meta), case.gold[-1], self.parse_prefix)
 
     def _case(self, cell: Cell, context: BuildContext, index: int, item: Item,
               demos: Sequence[Item], template: Template, source: str) -> Case:
@@ -256,7 +256,7 @@ class SummTask:
         fitted = self._fit(frame, document, context.renderer, cell.length)
         gold = (item.expert, item.reference) if item.expert else (item.reference,)
         meta = {"source": source, "document": item.document_id,
-                "output_prefix": "" if context.renderer.uses_template else ANSWER_PREFIX,
+                OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER_PREFIX,
                 "document_tokens": len(document.ids), "context_tokens": fitted.context.tokens,
                 "cut": fitted.context.cut, "shots": len(demos), "demos": tuple(demos)}
         if item.query:
