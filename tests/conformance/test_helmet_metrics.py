@@ -67,10 +67,8 @@ def hostile(answers: list[str]) -> list[str]:
     ]
 
 
-ANSWER_SETS = [
-    ["Mara Vell", "M. Vell"], ["1902"], ["the North Pole", "North Pole"], ["Skye"],
-    ["a market town", "market town"], ["Chestnut flour"],
-]
+ANSWER_SETS = [["Mara Vell", "M. Vell"], ["1902"], ["the North Pole", "North Pole"],
+               ["a market town", "market town"]]
 OUTPUTS = [(output, answers) for answers in ANSWER_SETS for output in hostile(answers)]
 
 
