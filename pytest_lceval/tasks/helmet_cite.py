@@ -7,13 +7,16 @@ numbered documents ``Document [k](Title: ...): ...``. HELMET fixes the number of
 length (30 at 8k ... 700 at 128k) and cuts the context's end to fit; here the documents are taken
 in retrieval order while the rendered prompt plus the 300-token generation budget fits the cell,
 so the count follows the tokenizer. HELMET's cite config uses the chat template; without one the
-prompt ends in "Answer:" as HELMET's completion prompt does.
+prompt ends in "Answer:" as HELMET's completion prompt does, and the output is scored after
+"Answer:" as HELMET's ``eval.py`` scores it.
 
 Correctness is the case score (ASQA: STR-EM; QAMPARI: recall-5). Citation recall and precision
 need an entailment scorer (``cite_plugin``, ``--lceval-cite-nli``): ``cell_metrics`` (the
-suite's ``CountsOutputs`` hook) records them per cell when one is set, and records them as None
-with ``citation_scorer: "absent"`` when not. The scorer is never a model under test; the task
-reaches it only through ``NLI``.
+suite's ``CountsOutputs`` hook) records them per cell when one is set, with HELMET's Cite number
+(their mean with correctness), and records them as None with ``citation_scorer: "absent"`` when
+not. As ALCE, a citation is checked against the question's retrieved documents whether the
+prompt showed them or not. The scorer is never a model under test; the task reaches it only
+through ``NLI``.
 """
 
 from __future__ import annotations

@@ -25,16 +25,17 @@ Rubrics: the TV episodes are stories told through characters and a plot, so thei
 judged like HELMET's book summaries (``helmet_summary_book``); reports and meeting transcripts
 are expository documents (``helmet_summary_document``); Multi-LexSum keeps HELMET's legal rubric.
 
-Prompt: HELMET's structure in this project's words: an instruction (what is given, the task, the
-length in words, what to leave out), two demonstrations (HELMET's ``shots: 2``) that show other
-documents' reference summaries with a placeholder for their text, the document, a closing
-request (for meetings, the request itself) and the answer prefix ``Summary:``, which opens the
-assistant turn (chat template on, as ``use_chat_template: true``) or follows a blank line.
-HELMET asks for 1000 to 1200 words, the length of ∞Bench's book summaries; each substitute asks
-for about its own references' length (median 266, 100 and 60 words), Multi-LexSum for HELMET's
-200 to 250 words. Generation budgets are HELMET's: 1200 tokens for the ∞Bench substitutes (a cap
-far above their requested length, which still takes its share of the cell), 400 for
-Multi-LexSum.
+Prompt: HELMET's, word for word, by default: ∞Bench's book prompt for the report and episode
+substitutes, the Multi-LexSum prompt for Multi-LexSum and its substitute: an instruction, two
+demonstrations (HELMET's ``shots: 2``) that show other documents' reference summaries with a
+placeholder for their text, the document, a closing request, and, without a chat template, a
+blank line and ``Summary:``; under one (``use_chat_template: true``) the assistant turn starts
+empty, as HELMET's ``tokenize`` leaves it. ``--lceval-summ-prompts=adapted`` asks each substitute
+in words that fit it instead: HELMET asks for 1000 to 1200 words, the length of ∞Bench's book
+summaries, where the adapted prompts ask for about the substitute's own references' length
+(median 266 and 100 words) and say what the document is. The meeting task (query-based, which
+HELMET has no prompt for) always asks its request in its own words. Generation budgets are
+HELMET's: 1200 tokens for the ∞Bench substitutes, 400 for Multi-LexSum.
 
 Length: the cell's budget covers prompt and generation. A document longer than what remains is
 cut at its end as HELMET cuts ∞Bench's and Multi-LexSum's contexts (``truncate_llama2``, the
