@@ -53,6 +53,7 @@ pytest_plugins = [
     "pytest_lceval.startup",
     "pytest_lceval.report.run_progress",
     "pytest_lceval.cite_plugin",
+    "pytest_lceval.summ_plugin",
     "pytest_lceval.judge.plugin",
 ]
 

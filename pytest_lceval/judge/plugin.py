@@ -5,6 +5,7 @@ that judges nothing, or whose verdicts are all stored, never loads a judge)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from ..models.registry import check_spec, make_backend
 from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
 from ..settings import SETTINGS, Settings, bounded, flag, option_value
 from ..store import Store
+from .helmet_prompts import HELMET, read_helmet_prompts
 from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
 
 JUDGES = pytest.StashKey[tuple[JudgeSpec, ...]]()
@@ -47,6 +49,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-judge-max-tokens", dest="lceval_judge_max_tokens", default=None,
                     help=f"most tokens a judge writes per reply (default "
                          f"{DEFAULT_MAX_NEW_TOKENS}, HELMET's)")
+    group.addoption("--lceval-helmet-judge-prompts", dest="lceval_helmet_judge_prompts",
+                    default=None, metavar="PATH",
+                    help="a HELMET checkout: ask the helmet_* rubrics in HELMET's own judge "
+                         "prompts, read from its scripts/eval_gpt4_*.py (default: this "
+                         "project's wording)")
     for name in _KNOBS:
         parser.addini(name, f"default {flag(name)}")
 
@@ -98,6 +105,16 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
 def pytest_configure(config: pytest.Config) -> None:
     """trylast: the core's pytest_configure resolves the settings this needs."""
     config.stash[JUDGES] = resolve_judges(config, config.stash[SETTINGS])
+    checkout = config.getoption("lceval_helmet_judge_prompts")
+    if checkout:
+        try:
+            HELMET.texts = read_helmet_prompts(Path(checkout).expanduser())
+        except ValueError as exc:
+            raise pytest.UsageError(f"--lceval-helmet-judge-prompts={checkout}: {exc}") from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    HELMET.texts = {}
 
 
 @pytest.hookimpl(tryfirst=True)

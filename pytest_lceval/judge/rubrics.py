@@ -24,9 +24,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..metrics import helmet_parse_output
+from ..metrics import helmet_parse_output, helmet_scored
 from ..records import Case
 from . import prompts
+from .helmet_prompts import HELMET
 from .replies import Field
 
 Ratings = Mapping[str, int]
@@ -79,6 +80,9 @@ def first_line(output: str) -> str:
 
 
 FLUENCY = Field("fluency", 0, 1)
+SUPPORTED_SENTENCES = (Field("precision", 0, None, at_most="sentence_count"),
+                       Field("sentence_count", 0))
+"""A precision reply: supported sentences, at most the sentences counted."""
 
 
 class HelmetQA(Rubric):
@@ -86,9 +90,14 @@ class HelmetQA(Rubric):
     scales = (FLUENCY, Field("correctness", 0, 3))
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        prompt = prompts.QA.format(question=case.meta["question"], answers=list(case.gold),
-                                   output=helmet_answer(output),
-                                   example='{"fluency": 1, "correctness": 3}')
+        answer = helmet_answer(helmet_scored(output, case.meta))
+        if HELMET.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
+            prompt = HELMET.texts["judge_prompt"].format(
+                question=case.meta["question"], correct_answers=list(case.gold),
+                parsed_output=answer)
+        else:
+            prompt = prompts.QA.format(question=case.meta["question"], answers=list(case.gold),
+                                       output=answer, example='{"fluency": 1, "correctness": 3}')
         return [Ask("answer", prompt, self.scales)]
 
     def score(self, ratings: Sequence[Ratings], case: Case,
@@ -109,19 +118,30 @@ class HelmetSummary(Rubric):
         self.name = f"helmet_summary_{kind}"
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        text, subject = output.strip(), prompts.subject(self.kind)
+        text = helmet_scored(output, case.meta).strip()
         listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
-        return [
-            Ask("fluency", prompts.FLUENCY.format(output=text), (FLUENCY,)),
-            Ask("recall", prompts.RECALL.format(subject=subject, keypoints=listed, output=text,
-                                                example='{"recall": 2}'),
-                (Field("recall", 0, len(keypoints)),)),
-            Ask("precision", prompts.PRECISION.format(
-                subject=subject, reference=case.gold[0], output=text,
-                example='{"precision": 2, "sentence_count": 3}'),
-                (Field("precision", 0, None, at_most="sentence_count"),
-                 Field("sentence_count", 0))),
-        ]
+        words = self._helmets if HELMET.texts else self._ours
+        fluency, recall, precision = words(text, listed, case.gold[0])
+        return [Ask("fluency", fluency, (FLUENCY,)),
+                Ask("recall", recall, (Field("recall", 0, len(keypoints)),)),
+                Ask("precision", precision, SUPPORTED_SENTENCES)]
+
+    def _ours(self, text: str, listed: str, expert: str) -> tuple[str, str, str]:
+        subject = prompts.subject(self.kind)
+        return (prompts.FLUENCY.format(output=text),
+                prompts.RECALL.format(subject=subject, keypoints=listed, output=text,
+                                      example='{"recall": 2}'),
+                prompts.PRECISION.format(subject=subject, reference=expert, output=text,
+                                         example='{"precision": 2, "sentence_count": 3}'))
+
+    def _helmets(self, text: str, listed: str, expert: str) -> tuple[str, str, str]:
+        """eval_gpt4_summ.py's own prompts, filled as the script fills them: the legal ones for
+        Multi-LexSum, the ``_book`` ones (∞Bench Sum's) for every other summary."""
+        book = "" if self.kind == "legal" else "_book"
+        return (HELMET.texts[f"fluency_prompt{book}"].format(text=text),
+                HELMET.texts[f"recall_prompt{book}"].format(keypoints=listed, summary=text),
+                HELMET.texts[f"precision_prompt{book}"].format(expert_summary=expert,
+                                                               summary=text))
 
     def score(self, ratings: Sequence[Ratings], case: Case,
               keypoints: Sequence[str]) -> float:
@@ -161,9 +181,7 @@ class LongBenchSummary(Rubric):
         return [fluency, *(
             Ask("precision", prompts.PRECISION.format(
                 subject=subject, reference=gold, output=text,
-                example='{"precision": 2, "sentence_count": 3}'),
-                (Field("precision", 0, None, at_most="sentence_count"),
-                 Field("sentence_count", 0)))
+                example='{"precision": 2, "sentence_count": 3}'), SUPPORTED_SENTENCES)
             for gold in case.gold)]
 
     def score(self, ratings: Sequence[Ratings], case: Case,

@@ -125,7 +125,9 @@ def citation_scores(claims: Sequence[str], documents: Sequence[Document],
     leaves such an answer out of the mean).
 
     Recall: a claim counts when its cited documents (the first AT_MOST_CITATIONS) together
-    entail it; a claim with no citation, or one to a document not in the prompt, does not.
+    entail it; a claim with no citation, or one beyond ``documents``, does not. ``documents`` are
+    all the question's retrieved documents, shown or not, as ALCE checks them, and a citation
+    [0] is the last of them (ALCE's index -1).
     Precision: per citation, of a supported claim with several citations, the citation counts
     unless it neither entails the claim alone nor is needed by the others; of any other claim,
     every citation counts as the claim's support does.
@@ -136,7 +138,7 @@ def citation_scores(claims: Sequence[str], documents: Sequence[Document],
     for claim in claims:
         target = remove_citations(claim).strip()
         cited = [int(number) - 1 for number in _CITATION.findall(claim)]
-        if not cited or any(not 0 <= i < len(documents) for i in cited):
+        if not cited or any(i >= len(documents) for i in cited):
             continue
         cited = cited[:AT_MOST_CITATIONS]
         total += len(cited)

@@ -7,13 +7,16 @@ numbered documents ``Document [k](Title: ...): ...``. HELMET fixes the number of
 length (30 at 8k ... 700 at 128k) and cuts the context's end to fit; here the documents are taken
 in retrieval order while the rendered prompt plus the 300-token generation budget fits the cell,
 so the count follows the tokenizer. HELMET's cite config uses the chat template; without one the
-prompt ends in "Answer:" as HELMET's completion prompt does.
+prompt ends in "Answer:" as HELMET's completion prompt does, and the output is scored after
+"Answer:" as HELMET's ``eval.py`` scores it.
 
 Correctness is the case score (ASQA: STR-EM; QAMPARI: recall-5). Citation recall and precision
 need an entailment scorer (``cite_plugin``, ``--lceval-cite-nli``): ``cell_metrics`` (the
-suite's ``CountsOutputs`` hook) records them per cell when one is set, and records them as None
-with ``citation_scorer: "absent"`` when not. The scorer is never a model under test; the task
-reaches it only through ``NLI``.
+suite's ``CountsOutputs`` hook) records them per cell when one is set, with HELMET's Cite number
+(their mean with correctness), and records them as None with ``citation_scorer: "absent"`` when
+not. As ALCE, a citation is checked against the question's retrieved documents whether the
+prompt showed them or not. The scorer is never a model under test; the task reaches it only
+through ``NLI``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
+from ..metrics import OUTPUT_PREFIX, helmet_scored
 from ..records import Case, Prompt
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .cite_metrics import (
@@ -57,8 +61,13 @@ MAX_NEW_TOKENS = 300
 """HELMET's ``generation_max_length`` for ALCE; ``stop_new_line: false``, so no stop string."""
 USE_CHAT_TEMPLATE = True
 """HELMET's ``use_chat_template`` for cite (configs/cite.yaml)."""
-ANSWER_PREFIX = "\n\nAnswer:"
-"""HELMET's completion prompt ends so (``system_template``) when no chat template is used."""
+ANSWER = "Answer:"
+"""HELMET's ``system_template`` for ALCE."""
+ANSWER_PREFIX = f"\n\n{ANSWER}"
+"""HELMET's completion prompt ends so (``prompt_template``) when no chat template is used."""
+HEADLINE = "helmet_cite"
+"""HELMET's Cite number for the cell (``scripts/collect_results.py``): the mean of correctness
+(STR-EM or recall-5), citation recall and citation precision; None without a scorer."""
 NO_SCORER_NOTE = ("citation recall/precision not measured: no entailment scorer; pass "
                   "--lceval-cite-nli=hf:/path/to/nli-model")
 
@@ -116,18 +125,26 @@ class CiteTask:
             depth = None if gold is None else depth_of(
                 demos.context(shown), demos.document(shown.index(gold) + 1, gold))
             first_aliases = tuple(reading[0] for reading in question.readings)
+            shown_ids = {id(document) for document in shown}
             cases.append(Case(
                 index, rendered, first_aliases, tokens, depth, self.max_new_tokens, (),
                 context.renderer.chat_source(frame.prompt(shown)),
                 meta={"source": source, "passages": len(shown), "question": question.question,
-                      "readings": question.readings, "documents": tuple(shown)}))
+                      "readings": question.readings,
+                      # ALCE checks a citation [k] against the k-th retrieved document, shown
+                      # or not (eval_alce.py reads the record's whole ``docs``)
+                      "documents": (*shown, *(document for document in documents
+                                              if id(document) not in shown_ids)),
+                      OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER,
+                      "prompt_file": demos,
+                      "demos": tuple(demos.demos.index(shot) for shot in shots)}))
         return cases
 
     def score(self, output: str, case: Case) -> float:
         readings = case.meta["readings"]
         if self.kind == "asqa":
-            return str_em(output, readings)
-        return qampari_scores(output, readings).recall_top5
+            return str_em(helmet_scored(output, case.meta), readings)
+        return qampari_scores(helmet_scored(output, case.meta), readings).recall_top5
 
     def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case]) -> dict[str, Any]:
         """Per-cell numbers beside the mean score: QAMPARI's precision, and citation recall
@@ -135,23 +152,27 @@ class CiteTask:
         metrics: dict[str, Any] = {}
         if self.kind == "qampari":
             metrics["qampari_precision"] = fmean(
-                qampari_scores(output, case.meta["readings"]).precision
+                qampari_scores(helmet_scored(output, case.meta), case.meta["readings"]).precision
                 for output, case in zip(outputs, cases, strict=True)) if cases else None
         scorer = self.nli.scorer
         if scorer is None:
             return {**metrics, "citation_recall": None, "citation_precision": None,
-                    "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
+                    HEADLINE: None, "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
         judged = [citation_scores(self.claims(output, case), case.meta["documents"], scorer)
                   for output, case in zip(outputs, cases, strict=True)]
-        scored = [scores for scores in judged if scores is not None]
-        return {**metrics, "citation_scorer": scorer.label, "citation_answers": len(scored),
-                # ALCE's means over the answers that make a claim; 0 when none does
-                "citation_recall": fmean(s.recall for s in scored) if scored else 0.0,
-                "citation_precision": fmean(s.precision for s in scored) if scored else 0.0}
+        answered = [scores for scores in judged if scores is not None]
+        # ALCE's means over the answers that make a claim; 0 when none does
+        recall = fmean(s.recall for s in answered) if answered else 0.0
+        precision = fmean(s.precision for s in answered) if answered else 0.0
+        correctness = fmean(self.score(output, case)
+                            for output, case in zip(outputs, cases, strict=True)) if cases else 0.0
+        return {**metrics, "citation_scorer": scorer.label, "citation_answers": len(answered),
+                "citation_recall": recall, "citation_precision": precision,
+                HEADLINE: fmean((correctness, recall, precision))}
 
     def claims(self, output: str, case: Case) -> list[str]:
         """The answer's claims as ALCE cuts them: sentences (ASQA) or list items (QAMPARI)."""
-        text = clean_output(output)
+        text = clean_output(helmet_scored(output, case.meta))
         if self.kind == "asqa":
             return sentences(text)
         return qampari_claims(case.meta["question"], text)

@@ -65,7 +65,7 @@ from pathlib import Path
 from ..data import DataError, DataSource
 from ..grid import Cell, case_seed
 from ..judge.rubrics import RUBRICS, Rubric
-from ..metrics import helmet_parse_output, normalize_answer, rouge_f1
+from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer, rouge_f1
 from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext, CellDoesNotFit, GenerationTask
@@ -181,11 +181,30 @@ class Context:
     documents: int = 1
     position: int = 0
     """The question's own document's index among ``documents``."""
+    order: tuple[int, ...] = ()
+    """The substitute's stories in context order, then those after the cut (the document that
+    HELMET's loader would cut where this context is cut, for the conformance tests)."""
 
 
-def omit_rest(ids: Sequence[int], keep: int, tokenizer: Tokenizer) -> str:
-    """The first ``keep`` tokens of a text and HELMET's omission marker."""
-    return tokenizer.decode(list(ids[:keep])) + OMITTED
+def omit_rest(text: str, ids: Sequence[int], keep: int, tokenizer: Tokenizer) -> str:
+    """The part of ``text`` its first ``keep`` tokens (``ids``) cover, and HELMET's omission
+    marker."""
+    return kept_text(text, ids, keep, tokenizer) + OMITTED
+
+
+def kept_text(text: str, ids: Sequence[int], keep: int, tokenizer: Tokenizer) -> str:
+    """``text`` up to the end of its ``keep``-th token, sliced from ``text`` as HELMET slices at
+    the token's end offset (``truncate_llama2``): a character whose bytes the last kept token
+    only begins is kept whole, where decoding the tokens would end in U+FFFD. A tokenizer that
+    decodes to other text than it read (a SentencePiece one dropping a leading space) keeps its
+    decoding."""
+    decoded = tokenizer.decode(list(ids[:keep]))
+    if text.startswith(decoded):
+        return decoded
+    whole = decoded.rstrip("\ufffd")
+    if whole != decoded and text.startswith(whole) and len(whole) < len(text):
+        return text[:len(whole) + 1]
+    return decoded
 
 
 class Truncation:
@@ -202,8 +221,8 @@ class Truncation:
         if len(self.ids) <= budget:
             return Context(self.document, len(self.ids), cut=False)
         keep = budget - self.marker_tokens
-        return Context(omit_rest(self.ids, keep, self.tokenizer), keep + self.marker_tokens,
-                       cut=True)
+        return Context(omit_rest(self.document, self.ids, keep, self.tokenizer),
+                       keep + self.marker_tokens, cut=True)
 
 
 class StoryFill:
@@ -239,12 +258,15 @@ class StoryFill:
         order = [*whole[:at], self.own, *whole[at:]]
         text = SEPARATOR.join(self.stories[index] for index in order)
         if len(whole) == len(self.pads):  # every other story is in: nothing left to cut
-            return Context(text, used, cut=False, documents=len(order), position=at)
-        following = self.tokenizer.encode(SEPARATOR + self.stories[self.pads[len(whole)]])
+            return Context(text, used, cut=False, documents=len(order), position=at,
+                           order=tuple(order))
+        cut = self.pads[len(whole)]
+        following = SEPARATOR + self.stories[cut]
         keep = max(budget - used - self.marker_tokens, 0)
-        return Context(text + omit_rest(following, keep, self.tokenizer),
+        return Context(text + omit_rest(following, self.tokenizer.encode(following), keep,
+                                        self.tokenizer),
                        used + keep + self.marker_tokens, cut=True, documents=len(order) + 1,
-                       position=at)
+                       position=at, order=(*order, *self.pads[len(whole):]))
 
 
 @dataclass(frozen=True)
@@ -270,7 +292,7 @@ class LongQATask:
         return self.layout.missing(data)
 
     def score(self, output: str, case: Case) -> float:
-        return self.metric(output, case.gold)
+        return self.metric(helmet_scored(output, case.meta), case.gold)
 
     def collection(self, data: DataSource) -> Collection:
         return self.read(self.layout.path(data, self.name))
@@ -281,16 +303,18 @@ class LongQATask:
         random.Random(case_seed(seed, self.name, "questions")).shuffle(order)
         return order
 
-    def demos(self, collection: Collection, chosen: int, seed: int) -> list[Question]:
-        """HELMET's two demonstrations: questions about other documents, drawn per question."""
+    def demos(self, collection: Collection, chosen: int, seed: int) -> list[int]:
+        """HELMET's two demonstrations: questions about other documents, drawn per question
+        (their indices in ``collection.questions``)."""
         own = collection.questions[chosen].document
-        pool = [question for question in collection.questions if question.document != own]
+        pool = [index for index, question in enumerate(collection.questions)
+                if question.document != own]
         if len(pool) < SHOTS:
             raise DataError(f"{collection.path} holds fewer than {SHOTS} questions about other "
                             f"documents to show as demonstrations")
         return random.Random(case_seed(seed, self.name, "demos", chosen)).sample(pool, SHOTS)
 
-    def _case(self, index: int, chosen: int, collection: Collection, demos: list[Question],
+    def _case(self, index: int, chosen: int, collection: Collection, demos: list[int],
               fitted: Fitted[Context], meta: Mapping[str, object], context: BuildContext) -> Case:
         question = collection.questions[chosen]
         return Case(index=index, prompt=fitted.rendered, gold=question.answers,
@@ -300,7 +324,10 @@ class LongQATask:
                     meta={"source": self.source, "question": question.text, "item": chosen,
                           "document": question.document, "cut": fitted.context.cut,
                           "context_tokens": fitted.context.tokens,
-                          "demos": [demo.text for demo in demos], **meta,
+                          "demos": [collection.questions[demo].text for demo in demos],
+                          "demo_items": demos,
+                          OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER,
+                          **meta,
                           **({} if self.chance is None else {"chance": self.chance})})
 
 
@@ -330,7 +357,8 @@ class NarrativeQATask(LongQATask):
         rng.shuffle(pads)
         fill = StoryFill(collection.documents, question.document, pads, rng.random(), context)
         what = f"{self.name} at {cell.length} tokens"
-        fitted = fit(frame(self.style, demos, question, context.renderer.uses_template), fill,
+        shown = [collection.questions[demo] for demo in demos]
+        fitted = fit(frame(self.style, shown, question, context.renderer.uses_template), fill,
                      context.renderer, cell.length, self.max_new_tokens, fill.least, what)
         total = fitted.prompt_tokens + self.max_new_tokens
         if total < window(cell.length)[0]:
@@ -339,6 +367,7 @@ class NarrativeQATask(LongQATask):
                                  f"the cell: use a shorter length")
         story = collection.documents[question.document]
         meta = {"stories": fitted.context.documents, "story_position": fitted.context.position,
+                "story_order": fitted.context.order,
                 "story_depth": round(depth_of(fitted.context.text, story) or 0.0, 3)}
         return self._case(index, chosen, collection, demos, fitted, meta, context)
 
@@ -359,7 +388,8 @@ class InfBenchTask(LongQATask):
                 break
             question = collection.questions[chosen]
             demos = self.demos(collection, chosen, context.seed)
-            around = frame(self.style, demos, question, context.renderer.uses_template)
+            around = frame(self.style, [collection.questions[demo] for demo in demos], question,
+                           context.renderer.uses_template)
             overhead = context.renderer.count(context.renderer.render(around.prompt("")))
             document = collection.documents[question.document]
             if question.document not in ids:

@@ -25,16 +25,17 @@ Rubrics: the TV episodes are stories told through characters and a plot, so thei
 judged like HELMET's book summaries (``helmet_summary_book``); reports and meeting transcripts
 are expository documents (``helmet_summary_document``); Multi-LexSum keeps HELMET's legal rubric.
 
-Prompt: HELMET's structure in this project's words: an instruction (what is given, the task, the
-length in words, what to leave out), two demonstrations (HELMET's ``shots: 2``) that show other
-documents' reference summaries with a placeholder for their text, the document, a closing
-request (for meetings, the request itself) and the answer prefix ``Summary:``, which opens the
-assistant turn (chat template on, as ``use_chat_template: true``) or follows a blank line.
-HELMET asks for 1000 to 1200 words, the length of ∞Bench's book summaries; each substitute asks
-for about its own references' length (median 266, 100 and 60 words), Multi-LexSum for HELMET's
-200 to 250 words. Generation budgets are HELMET's: 1200 tokens for the ∞Bench substitutes (a cap
-far above their requested length, which still takes its share of the cell), 400 for
-Multi-LexSum.
+Prompt: HELMET's, word for word, by default: ∞Bench's book prompt for the report and episode
+substitutes, the Multi-LexSum prompt for Multi-LexSum and its substitute: an instruction, two
+demonstrations (HELMET's ``shots: 2``) that show other documents' reference summaries with a
+placeholder for their text, the document, a closing request, and, without a chat template, a
+blank line and ``Summary:``; under one (``use_chat_template: true``) the assistant turn starts
+empty, as HELMET's ``tokenize`` leaves it. ``--lceval-summ-prompts=adapted`` asks each substitute
+in words that fit it instead: HELMET asks for 1000 to 1200 words, the length of ∞Bench's book
+summaries, where the adapted prompts ask for about the substitute's own references' length
+(median 266 and 100 words) and say what the document is. The meeting task (query-based, which
+HELMET has no prompt for) always asks its request in its own words. Generation budgets are
+HELMET's: 1200 tokens for the ∞Bench substitutes, 400 for Multi-LexSum.
 
 Length: the cell's budget covers prompt and generation. A document longer than what remains is
 cut at its end as HELMET cuts ∞Bench's and Multi-LexSum's contexts (``truncate_llama2``, the
@@ -55,13 +56,13 @@ its parsed first line, as HELMET's ``post_process`` takes the max.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..judge.rubrics import RUBRICS, Rubric
-from ..metrics import helmet_parse_output, rouge_f1
+from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, rouge_f1
 from ..models.base import Renderer
 from ..records import Case
 from .base import BuildContext, GenerationTask
@@ -102,16 +103,37 @@ class Template:
     document_label: str
     close: str
     """After the document; ``{query}`` is the case's request."""
+    strip_demos: bool = True
+    """Whether a demonstration's summary is stripped (HELMET strips ∞Bench's, not
+    Multi-LexSum's)."""
 
     def head(self, demos: Sequence[Item]) -> str:
-        shown = "\n\n".join(self.demo.format(summary=d.reference.strip(), query=d.query)
-                            for d in demos)
+        shown = "\n\n".join(self.demo.format(
+            summary=d.reference.strip() if self.strip_demos else d.reference, query=d.query)
+            for d in demos)
         block = f"{self.demos_open}{shown}{self.demos_close}" if demos else ""
         return f"{self.instruction}\n\n{block}{self.document_label}"
 
     def tail(self, item: Item) -> str:
         return self.close.format(query=item.query)
 
+
+HELMET_BOOK_PROMPT = Template(
+    "You are given a book and you are tasked to summarize it. Write a summary of about 1000 to "
+    "1200 words. Only write about the plot and characters of the story. Do not discuss the "
+    "themes or background of the book. Do not provide any analysis or commentary.",
+    "[story text]\nSummary: {summary}", "For example:\n\n",
+    "\n\nNow, read the following story:\n\n", "", "\n\nNow summarize the book.")
+"""HELMET's ∞Bench Sum prompt (``load_infbench`` "sum_eng")."""
+HELMET_LEGAL_PROMPT = Template(
+    "You are given the legal documents in a civil rights lawsuit, and you are tasked to "
+    "summarize the case. Write a concise summary of one paragraph (200 to 250 words). The "
+    "summary should contain a short description of the background, the parties involved, and "
+    "the outcomes of the case.",
+    "Summary: {summary}", "Example summaries:\n\n",
+    "\n\nNow, write a summary of the following legal documents.\n", "Legal documents:\n",
+    "\n\nNow please summarize the case.", strip_demos=False)
+"""HELMET's Multi-LexSum prompt (``load_multi_lexsum``)."""
 
 _STORY_DEMOS = ("For example:\n\n", "\n\nNow read the following text:\n\n")
 GOV_REPORT_PROMPT = Template(
@@ -132,19 +154,30 @@ MEETING_PROMPT = Template(
     "commentary of your own.",
     "[transcript of a meeting]\nRequest: {query}\nSummary: {summary}", *_STORY_DEMOS, "",
     "\n\nRequest: {query}\nNow write the summary that answers the request.")
-LEGAL_PROMPT = Template(
-    "Your task is to summarize a civil rights lawsuit from its legal documents, given below. "
-    "Write one concise paragraph of 200 to 250 words that briefly describes the background of "
-    "the case, the parties involved and the outcome.",
+"""HELMET has no query-based summary prompt: the meeting task always asks in these words."""
+LEGAL_SUBSTITUTE_PROMPT = Template(
+    "Your task is to summarize a civil rights lawsuit from a detailed account of it, given "
+    "below. Write one concise paragraph of 200 to 250 words that briefly describes the "
+    "background of the case, the parties involved and the outcome.",
     "Summary: {summary}", "Example summaries of other cases:\n\n",
-    "\n\nNow summarize the following case.\n", "Legal documents:\n",
+    "\n\nNow summarize the following case.\n", "Account of the case:\n",
     "\n\nNow summarize the case.")
-LEGAL_SUBSTITUTE_PROMPT = replace(
-    LEGAL_PROMPT,
-    instruction=LEGAL_PROMPT.instruction.replace("from its legal documents",
-                                                 "from a detailed account of it"),
-    document_label="Account of the case:\n")
-"""The substitute's model reads a long summary, not legal documents: the prompt says so."""
+"""The substitute's model reads a long summary, not legal documents: these words say so."""
+
+WORDINGS = ("helmet", "adapted")
+"""``--lceval-summ-prompts``: HELMET's prompts word for word (default), or words adapted to each
+substitute (its kind of document and its references' length)."""
+
+
+@dataclass
+class WordingSlot:
+    """The wording of this process's summarisation prompts, set by ``summ_plugin`` from
+    ``--lceval-summ-prompts`` and reset at unconfigure (tasks outlive a pytest session)."""
+
+    wording: str = WORDINGS[0]
+
+
+WORDING = WordingSlot()
 
 
 def spread(items: Sequence[Item], seed: int) -> list[Item]:
@@ -172,8 +205,8 @@ def rouge_lsum_f1(output: str, reference: str, prefix: str) -> float:
 
 def answer_prefix(renderer: Renderer) -> str:
     """HELMET's ``prompt_template`` puts a blank line before ``Summary:``; with a chat template
-    the prefix opens the assistant turn."""
-    return ANSWER_PREFIX if renderer.uses_template else f"\n\n{ANSWER_PREFIX}"
+    the assistant turn starts empty (HELMET's ``tokenize`` never continues a final message)."""
+    return "" if renderer.uses_template else f"\n\n{ANSWER_PREFIX}"
 
 
 @dataclass(frozen=True)
@@ -181,8 +214,9 @@ class SummTask:
     """One summarisation data set, judged by ``rubric``; cells differ by length only."""
 
     name: str
-    variants: tuple[tuple[Release, Template], ...]
-    """The files the task reads, the first present one used, each with its prompt."""
+    variants: tuple[tuple[Release, Mapping[str, Template]], ...]
+    """The files the task reads, the first present one used, each with its prompt per
+    wording (``WORDINGS``)."""
     rubric: Rubric
     max_new_tokens: int
     parse_prefix: str
@@ -199,7 +233,7 @@ class SummTask:
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         release, collection = load(context.data, [release for release, _ in self.variants],
                                    self.name)
-        template = dict(self.variants)[release]
+        template = dict(self.variants)[release][WORDING.wording]
         chosen = spread(collection.items, case_seed(context.seed, self.name))[:cell.samples]
         pool = spread(collection.items, case_seed(context.seed, self.name, "demos"))
         cases = []
@@ -212,7 +246,7 @@ class SummTask:
     def score(self, output: str, case: Case) -> float:
         """The rule metric against the reference summary, the last gold (the first is the
         judge's expert summary where the two differ)."""
-        return rouge_lsum_f1(output, case.gold[-1], self.parse_prefix)
+        return rouge_lsum_f1(helmet_scored(output, case.meta), case.gold[-1], self.parse_prefix)
 
     def _case(self, cell: Cell, context: BuildContext, index: int, item: Item,
               demos: Sequence[Item], template: Template, source: str) -> Case:
@@ -223,8 +257,9 @@ class SummTask:
         fitted = self._fit(frame, document, context.renderer, cell.length)
         gold = (item.expert, item.reference) if item.expert else (item.reference,)
         meta = {"source": source, "document": item.document_id,
+                OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER_PREFIX,
                 "document_tokens": len(document.ids), "context_tokens": fitted.context.tokens,
-                "cut": fitted.context.cut, "shots": len(demos)}
+                "cut": fitted.context.cut, "shots": len(demos), "demos": tuple(demos)}
         if item.query:
             meta["query"] = item.query
         if item.keypoints:
@@ -248,14 +283,21 @@ class SummTask:
                    min(MIN_DOCUMENT_TOKENS, len(document.ids)), f"{self.name} at {length} tokens")
 
 
+def _worded(helmet: Template, adapted: Template) -> Mapping[str, Template]:
+    return {"helmet": helmet, "adapted": adapted}
+
+
 TASKS: tuple[GenerationTask, ...] = (
-    SummTask("infbench_sum_leval_gov_report", ((GOV_REPORT, GOV_REPORT_PROMPT),),
+    SummTask("infbench_sum_leval_gov_report",
+             ((GOV_REPORT, _worded(HELMET_BOOK_PROMPT, GOV_REPORT_PROMPT)),),
              RUBRICS["helmet_summary_document"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
-    SummTask("infbench_sum_leval_tv_show", ((TV_SHOW, TV_SHOW_PROMPT),),
+    SummTask("infbench_sum_leval_tv_show",
+             ((TV_SHOW, _worded(HELMET_BOOK_PROMPT, TV_SHOW_PROMPT)),),
              RUBRICS["helmet_summary_book"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
-    SummTask("infbench_sum_leval_meeting", ((MEETING, MEETING_PROMPT),),
+    SummTask("infbench_sum_leval_meeting", ((MEETING, _worded(MEETING_PROMPT, MEETING_PROMPT)),),
              RUBRICS["helmet_summary_document"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
-    SummTask("multi_lexsum", ((MULTI_LEXSUM, LEGAL_PROMPT),
-                              (MULTI_LEXSUM_SUBSTITUTE, LEGAL_SUBSTITUTE_PROMPT)),
+    SummTask("multi_lexsum",
+             ((MULTI_LEXSUM, _worded(HELMET_LEGAL_PROMPT, HELMET_LEGAL_PROMPT)),
+              (MULTI_LEXSUM_SUBSTITUTE, _worded(HELMET_LEGAL_PROMPT, LEGAL_SUBSTITUTE_PROMPT))),
              RUBRICS["helmet_summary_legal"], LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX),
 )

@@ -1,0 +1,136 @@
+"""Conformance of the cite suite's prompts with HELMET's own ``load_alce`` and its prompt files
+(``prompts/asqa_revised.json``, ``prompts/qampari_revised.json``), with SmolLM2's tokenizer.
+
+ALCE's files are not in the shared data: the test writes ALCE-format files from NQ-oracle's
+questions (each with its gold passage and other questions' passages as retrieved documents) beside
+HELMET's real prompt files, and the project reads them as a user's ``alce/`` folder. The
+substitute's own prompt file (built by the project in HELMET's format when there is no ``alce/``
+folder) is compared too. For each case, HELMET's ``load_alce`` gets the same question and
+documents, the number of documents the project showed (HELMET's dataset suffix, e.g.
+``alce_asqa_30``) and the project's two demonstrations where it draws them
+(``random.sample``); ``model_utils.tokenize`` renders the prompt for the cell's length and
+HELMET's 300-token generation budget. Not compared: how many documents a length shows (HELMET:
+30/75/165/345/700 at 8k..128k, the context's end cut to fit; here whole documents while they fit:
+the row "Cite length" of docs/fidelity.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+from helmet_hub import hub, rendered
+from shared_data import SHARED_DATA
+
+from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.data import DataSource
+from pytest_lceval.grid import Cell
+from pytest_lceval.models.hf_text import HFText
+from pytest_lceval.records import Case
+from pytest_lceval.tasks.base import BuildContext
+from pytest_lceval.tasks.helmet_cite import CiteTask
+from pytest_lceval.tasks.helmet_cite_data import DOC_PROMPT, SUBSTITUTE_FORMATS
+
+ORACLE = SHARED_DATA / "nq_oracle" / "nq-open-oracle.jsonl.gz"
+pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason=f"no shared data at {ORACLE}")
+
+SEED = 42
+ROWS = 20
+RETRIEVED = 60
+"""Documents per ALCE-format question: more than a cell shows, as ALCE's files hold 100."""
+CELLS = [  # (task, data, length, chat template)
+    ("alce_asqa", "alce", 4096, True), ("alce_asqa", "alce", 8192, True),
+    ("alce_asqa", "alce", 4096, False), ("alce_qampari", "alce", 4096, True),
+    ("alce_qampari", "alce", 8192, True), ("alce_qampari", "alce", 8192, False),
+    ("alce_asqa", "substitute", 4096, True), ("alce_qampari", "substitute", 4096, False),
+]
+
+
+@pytest.fixture(scope="module")
+def helmet(reference: Callable[..., ModuleType]) -> tuple[ModuleType, ModuleType]:
+    return reference("helmet", "data"), reference("helmet", "model_utils")
+
+
+@pytest.fixture(scope="module")
+def prompts(helmet: tuple[ModuleType, ModuleType]) -> Path:
+    """HELMET's ``prompts/`` folder."""
+    return Path(str(helmet[0].__file__)).parent / "prompts"
+
+
+@pytest.fixture(scope="module")
+def alce_data(tmp_path_factory: pytest.TempPathFactory, prompts: Path) -> Path:
+    """A data directory with ALCE-format files made from NQ-oracle and HELMET's prompt files."""
+    root = tmp_path_factory.mktemp("alce_data")
+    (root / "alce").mkdir()
+    with gzip.open(ORACLE, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(next(lines)) for _ in range(3 * ROWS + RETRIEVED)]
+    passages = [{"title": row["ctxs"][0]["title"], "text": row["ctxs"][0]["text"]}
+                for row in rows]
+    asqa, qampari = [], []
+    for number, row in enumerate(rows[:3 * ROWS]):
+        docs = [passages[number], *passages[number + 1:number + RETRIEVED]]
+        asqa.append({"question": row["question"], "docs": docs,
+                     "qa_pairs": [{"short_answers": row["answers"]}]})
+        qampari.append({"question": row["question"], "docs": docs,
+                        "answers": [[answer] for answer in row["answers"]]})
+    (root / "alce" / "asqa_eval_gtr_top2000.json").write_text(json.dumps(asqa))
+    (root / "alce" / "qampari_eval_gtr_top2000.json").write_text(json.dumps(qampari))
+    for name in ("asqa_revised.json", "qampari_revised.json"):
+        shutil.copy(prompts / name, root / "alce" / name)
+    return root
+
+
+@pytest.mark.parametrize("kind", ["asqa", "qampari"])
+def test_the_substitutes_prompt_file_has_helmets_words(prompts: Path, kind: str) -> None:
+    helmets = json.loads((prompts / f"{kind}_revised.json").read_text())
+    assert SUBSTITUTE_FORMATS[kind] == (helmets["instruction"], helmets["demo_prompt"])
+    assert helmets["doc_prompt"] == DOC_PROMPT
+
+
+def helmet_prompt(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
+                  monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str, case: Case,
+                  length: int, template: bool) -> str:
+    data, model_utils = helmet
+    prompt_file = case.meta["prompt_file"]
+    demo_path = tmp_path / f"{kind}_prompts.json"
+    demo_path.write_text(json.dumps({
+        "instruction": prompt_file.instruction, "demo_prompt": prompt_file.demo_prompt,
+        "doc_prompt": prompt_file.doc_prompt, "demos": list(prompt_file.demos)}))
+    row = {"question": case.meta["question"],
+           "docs": [{"title": d.title, "text": d.text} for d in case.meta["documents"]]}
+    chosen = case.meta["demos"]
+    with hub(monkeypatch, data, smollm2.hf, {"train": [row]}), monkeypatch.context() as patch:
+        patch.setattr(data, "random", SimpleNamespace(
+            sample=lambda population, k: [population[i] for i in chosen][:k]))
+        loaded = data.load_alce(f"alce_{kind}_{case.meta['passages']}", "unused.json",
+                                str(demo_path), shots=2)
+    return rendered(model_utils, smollm2.hf, loaded["data"][0], loaded, length,
+                    case.max_new_tokens, template)
+
+
+@pytest.mark.parametrize(("name", "data", "length", "template"), CELLS)
+def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
+                             monkeypatch: pytest.MonkeyPatch, tmp_path: Path, alce_data: Path,
+                             conformance: Any, name: str, data: str, length: int,
+                             template: bool) -> None:
+    task = builtin_task(name)
+    assert isinstance(task, CiteTask)
+    renderer = smollm2.renderer if template else smollm2.renderer.without_template()
+    source = DataSource(alce_data if data == "alce" else SHARED_DATA)
+    context = BuildContext(smollm2, renderer, source, SEED)  # type: ignore[arg-type]
+    cases = task.build(Cell("cite", name, length, None, ROWS), context)
+    assert {case.meta["source"] for case in cases} == \
+        {"data:alce" if data == "alce" else "substitute:nq_oracle"}
+    differing = []
+    for case in cases:
+        theirs = helmet_prompt(helmet, smollm2, monkeypatch, tmp_path, task.kind, case, length,
+                               template)
+        if theirs != case.prompt:
+            differing.append((case.index, theirs, case.prompt))
+    assert not differing, differing[0]
+    conformance.record("HELMET load_alce", "prompts", len(cases), len(cases) - len(differing))
