@@ -10,7 +10,7 @@ output, so a recall case has no stop string: an answer after a leading newline, 
 several lines, still count. The generation budget (and the model's end-of-turn token) ends it.
 
 Scoring. Without a chat template HELMET's ``eval.py`` scores the answer prefix and the output
-together (``scored_output``).
+together (``metrics.helmet_scored``).
 
 Chat template. HELMET's recall and RULER configs set ``use_chat_template: false``: under
 ``--chat-template auto`` the recall tasks get the raw prompt even from an instruct model
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..grid import Cell, case_seed
-from ..metrics import string_match_all
+from ..metrics import OUTPUT_PREFIX, helmet_scored, string_match_all
 from ..models.base import Renderer
 from ..records import Case
 from .base import BuildContext
@@ -61,13 +61,6 @@ def place(pieces: list[Piece], items: Placements) -> list[Piece]:
     return pieces
 
 
-def scored_output(output: str, case: Case) -> str:
-    """What HELMET scores: without a chat template its ``eval.py`` puts the answer prefix
-    (``system_template``) back before the output ("...mentioned in the provided text is
-    1234567"), so a gold inside the prefix counts as found; with one, the output alone."""
-    return str(case.meta.get("output_prefix", "")) + output
-
-
 def answer_separator(renderer: Renderer) -> str:
     """Base models read the prefix on its own line; with a template it opens the assistant turn."""
     return "" if renderer.uses_template else "\n"
@@ -76,12 +69,12 @@ def answer_separator(renderer: Renderer) -> str:
 def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Renderer,
               max_new_tokens: int, depth: float | None, meta: dict[str, Any]) -> Case:
     """A Case from a fitted prompt; ``meta`` gets the context's length, every key's depth and
-    the text scored before the output (``scored_output``)."""
+    the text HELMET scores before the output (``metrics.helmet_scored``)."""
     prefix = "" if renderer.uses_template else \
         fitted.prompt.answer_prefix.removeprefix(answer_separator(renderer))
     meta = {**meta, "context_tokens": fitted.context.tokens,
             "key_depths": [round(d, 3) for _, d in fitted.context.depths],
-            "output_prefix": prefix}
+            OUTPUT_PREFIX: prefix}
     return Case(index=index, prompt=fitted.rendered, gold=tuple(gold),
                 prompt_tokens=fitted.prompt_tokens, depth=depth, max_new_tokens=max_new_tokens,
                 chat=renderer.chat_source(fitted.prompt), meta=meta)
@@ -101,7 +94,7 @@ class WholeContextTask:
         return [self._case(cell, context, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return string_match_all(scored_output(output, case), case.gold)
+        return string_match_all(helmet_scored(output, case.meta), case.gold)
 
     def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
         raise NotImplementedError

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..grid import Cell
-from ..metrics import helmet_parse_output, substring_exact_match
+from ..metrics import helmet_parse_output, helmet_scored, substring_exact_match
 from ..models.base import Tokenizer
 from ..records import Case
 from .base import BuildContext
@@ -45,7 +45,6 @@ from .recall_common import (
     case_rngs,
     make_case,
     place,
-    scored_output,
 )
 from .recall_values import Draw
 
@@ -84,7 +83,7 @@ class JsonKvTask:
     def score(self, output: str, case: Case) -> float:
         """HELMET's: SubEM of the output, or of the rest of the line after the answer prefix
         when that scores higher (``load_json_kv``'s post_process)."""
-        scored = scored_output(output, case)
+        scored = helmet_scored(output, case.meta)
         parsed = helmet_parse_output(scored, ANSWER_PREFIX)
         return max(substring_exact_match(scored, case.gold),
                    substring_exact_match(parsed, case.gold))

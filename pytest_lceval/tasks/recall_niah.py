@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..grid import Cell
-from ..metrics import string_match_all
+from ..metrics import helmet_scored, string_match_all
 from ..records import Case
 from .base import BuildContext
 from .fitting import Frame, fit
@@ -40,7 +40,6 @@ from .recall_common import (
     answer_separator,
     case_rngs,
     make_case,
-    scored_output,
 )
 from .recall_values import Draw
 from .ruler_haystack import DEPTHS, EssayHaystack, Placed, lines_context
@@ -127,7 +126,7 @@ class NiahTask:
         return [self._case(cell, context, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return string_match_all(scored_output(output, case), case.gold)
+        return string_match_all(helmet_scored(output, case.meta), case.gold)
 
     def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
         rng, filler_rng = case_rngs(context, self.name, index)
