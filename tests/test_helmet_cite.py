@@ -192,8 +192,9 @@ def test_qampari_recall_caps_at_five_and_precision_counts_listed_items() -> None
 
 
 def test_claims_are_sentences_or_list_items_with_their_citations() -> None:
-    assert sentences("Vell founded it [1]. Ok. Quast added a site [2][3]! ") == [
-        "Vell founded it [1].", "Quast added a site [2][3]!"]
+    # Punkt, as ALCE: an abbreviation does not end a claim, a claim under 5 characters is dropped
+    assert sentences("The U.S. Army built it [1]. No! Quast added a site [2][3]! ") == [
+        "The U.S. Army built it [1].", "Quast added a site [2][3]!"]
     assert qampari_claims("Which towns?", "Wulboumdale [1], Feastbreastead [2].") == [
         "Which towns? Wulboumdale [1]", "Which towns? Feastbreastead [2]"]
     assert remove_citations("Vell [1][2] and Quast [3].") == "Vell and Quast."

