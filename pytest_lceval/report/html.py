@@ -41,6 +41,7 @@ from .summary import (
     Tally,
     cell_label,
     headline,
+    metrics_label,
     number,
     percent,
     pvalue,
@@ -140,6 +141,7 @@ def cell_html(result: CellResult) -> str:
     ci = f"{number(result.ci_low)}–{number(result.ci_high)}"
     rows = [
         ("score", f"{number(result.score)} (95% CI {ci}), N={result.n}"),
+        ("metric", f"{result.metric_label}: {result.metric_about}" if result.metric else "–"),
         ("outcome", result.outcome + (f": {result.reason}" if result.reason else "")),
         ("cell", result.task + (f" · {format_length(result.length)} tokens" if result.length
                                 else "")
@@ -190,6 +192,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_header(cells: list[str]) -> None:
     cells.insert(2, '<th class="sortable" data-column-type="score">Score</th>')
+    cells.insert(3, '<th class="sortable" data-column-type="metric">Metric</th>')
 
 
 def skip_reason(report: pytest.TestReport) -> str:
@@ -201,12 +204,14 @@ def skip_reason(report: pytest.TestReport) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
-    score = dict(getattr(report, "user_properties", [])).get("score")
+    properties = dict(getattr(report, "user_properties", []))
+    score, metric = properties.get("score"), properties.get("metric")
     text = number(float(score)) if isinstance(score, (int, float)) else ""
     reason = skip_reason(report)
     if reason:
         text = f"skipped: {escape(reason)}"
     cells.insert(2, f'<td class="col-score">{text}</td>')
+    cells.insert(3, f'<td class="col-metric">{escape(str(metric or ""))}</td>')
 
 
 # -- per run --------------------------------------------------------------------------------
@@ -290,13 +295,13 @@ def _tally_line(tally: Tally) -> str:
 
 
 def comparison_table(deltas: list[DeltaRow]) -> str:
-    rows = [(escape(d.label), number(d.baseline), number(d.current),
+    rows = [(escape(d.label), escape(d.metric), number(d.baseline), number(d.current),
              number(d.difference, True), f"{number(d.ci_low, True)} to {number(d.ci_high, True)}",
              pvalue(d.p_value), number(d.mde), str(d.n),
              escape(d.status)) for d in deltas]
-    return _table(("cell", "baseline", "now", "Δ", "95% CI of Δ", "p", "min. detectable drop",
-                   "N paired", "status"), rows, [d.status for d in deltas],
-                  frozenset(range(1, 8)))
+    return _table(("cell", "metric", "baseline", "now", "Δ", "95% CI of Δ", "p",
+                   "min. detectable drop", "N paired", "status"), rows, [d.status for d in deltas],
+                  frozenset(range(2, 9)))
 
 
 def _badge(path: Path) -> str:
@@ -339,7 +344,7 @@ def score_table_html(results: list[CellResult]) -> str:
     by_key = {(r.task, r.length): r for r in cells}
     rows = []
     for task in sorted({r.task for r in cells}):
-        row = [escape(task)]
+        row = [escape(task), escape(metrics_label([r for r in cells if r.task == task]))]
         for length in lengths:
             found = by_key.get((task, length))
             if found is None:
@@ -350,9 +355,9 @@ def score_table_html(results: list[CellResult]) -> str:
                 mark = " (FAIL)" if found.outcome == "failed" else ""
                 row.append(f"{100 * found.score:.1f}{mark}")
         rows.append(row)
-    header = ["task", *(f"{format_length(n)} score (%)" for n in lengths)]
+    header = ["task", "metric", *(f"{format_length(n)} score (%)" for n in lengths)]
     return ("<h3>Scores by task and length</h3>"
-            + _table(header, rows, numeric=frozenset(range(1, len(lengths) + 1))))
+            + _table(header, rows, numeric=frozenset(range(2, len(lengths) + 2))))
 
 
 def suite_sections(run_dir: Path, summary: RunSummary,

@@ -18,6 +18,7 @@ import pytest
 
 from ..grid import format_length
 from ..results import CellResult, Judgement
+from ..score_metric import range_text
 from .judged import JudgeRow, judge_rows, judge_table
 
 SUMMARY_MD = "summary.md"
@@ -67,6 +68,8 @@ class CellRow:
     reason: str
     failed: tuple[str, ...] = ()
     """Criteria that failed the cell (their messages are in ``reason``)."""
+    metric: str = ""
+    """What the score is, with its range: 'ndcg@10 (0–1)'."""
 
     @property
     def verdict(self) -> str:
@@ -90,6 +93,17 @@ class LengthRow:
     """Cases scored at this length, over every task."""
     seconds_per_case: float
     """Model seconds per case (near 0 for answers already in the store)."""
+    metrics: str = ""
+    """The metrics the tasks' scores are on, e.g. 'string_match_all, subem (0–1)'."""
+
+
+def metrics_label(results: list[CellResult]) -> str:
+    """The distinct metrics of ``results``, with their range when they share one."""
+    names = sorted({r.metric for r in results if r.metric})
+    ranges = {range_text(r.metric_range) for r in results if r.metric}
+    if not names:
+        return ""
+    return ", ".join(names) + (f" ({ranges.pop()})" if len(ranges) == 1 else "")
 
 
 def length_rows(results: list[CellResult]) -> list[LengthRow]:
@@ -103,7 +117,7 @@ def length_rows(results: list[CellResult]) -> list[LengthRow]:
         n = sum(len(scores) for scores in by_task.values())
         rows.append(LengthRow(
             suite, length, sum(sum(v) / len(v) for v in by_task.values()) / len(by_task),
-            len(by_task), n, sum(c.seconds_model for c in cells) / n))
+            len(by_task), n, sum(c.seconds_model for c in cells) / n, metrics_label(cells)))
     return rows
 
 
@@ -123,6 +137,7 @@ class DeltaRow:
     p_value: float = math.nan
     mde: float = math.nan
     n: int = 0
+    metric: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,7 +205,8 @@ def summarize(run: str, results: list[CellResult],
 def _row(result: CellResult) -> CellRow:
     return CellRow(result.nodeid, result.suite, cell_label(result.nodeid), result.score,
                    result.ci_low, result.ci_high, result.n, result.outcome, result.reason,
-                   tuple(j.criterion for j in result.judgements if not j.passed))
+                   tuple(j.criterion for j in result.judgements if not j.passed),
+                   result.metric_label)
 
 
 def _delta(result: CellResult) -> DeltaRow | None:
@@ -208,7 +224,7 @@ def _delta(result: CellResult) -> DeltaRow | None:
         baseline=get("baseline_score"), current=get("baseline_score") + get("baseline_diff"),
         difference=get("baseline_diff"), ci_low=get("baseline_ci_low"),
         ci_high=get("baseline_ci_high"), p_value=get("baseline_p"), mde=get("baseline_mde"),
-        n=int(p.get("baseline_n", 0)),
+        n=int(p.get("baseline_n", 0)), metric=result.metric_label,
     )
 
 
@@ -267,12 +283,12 @@ def to_markdown(summary: RunSummary) -> str:
                      f"{percent(t.pass_rate)} |")
     if summary.lengths:
         lines += ["", "**Scores by length** (mean over tasks; N cases)", "",
-                  "| suite | length | score | tasks | N | model s/case |",
-                  "|---|--:|--:|--:|--:|--:|"]
+                  "| suite | length | score | metric | tasks | N | model s/case |",
+                  "|---|--:|--:|---|--:|--:|--:|"]
         for length in summary.lengths:
             lines.append(f"| {length.suite} | {format_length(length.length)} | "
-                         f"{number(length.score)} | {length.tasks} | {length.n} | "
-                         f"{length.seconds_per_case:.2f} |")
+                         f"{number(length.score)} | {_md_cell(length.metrics)} | "
+                         f"{length.tasks} | {length.n} | {length.seconds_per_case:.2f} |")
     if summary.judged:
         header, rows = judge_table(summary.judged)
         lines += ["", "**Judged tasks** (cases a judge's replies left unreadable are counted, "
@@ -285,21 +301,22 @@ def to_markdown(summary: RunSummary) -> str:
             lines.append(f"| {gate.criterion} | {'✅' if gate.passed else '❌'} "
                          f"{_md_cell(gate.message)} |")
     if summary.worst:
-        lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | N | verdict |",
-                  "|---|--:|--:|---|"]
+        lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | metric | N | verdict |",
+                  "|---|--:|---|--:|---|"]
         for row in summary.worst:
             lines.append(f"| {row.suite} · `{_md_cell(row.label)}` | {number(row.score)} "
-                         f"({number(row.ci_low)}–{number(row.ci_high)}) | {row.n} | "
-                         f"{_md_cell(row.verdict)} |")
+                         f"({number(row.ci_low)}–{number(row.ci_high)}) | "
+                         f"{_md_cell(row.metric)} | {row.n} | {_md_cell(row.verdict)} |")
     if summary.deltas:
         counts = ", ".join(f"{summary.delta_counts[s]} {s}" for s in COMPARISON_STATUSES
                            if summary.delta_counts.get(s))
         lines += ["", f"**Against baseline `{summary.baseline}`:** {counts}", "",
-                  "| cell | baseline | now | Δ (95% CI) | p | detectable drop | status |",
-                  "|---|--:|--:|--:|--:|--:|---|"]
+                  "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
+                  "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
         for d in summary.deltas[:DELTAS_SHOWN]:
-            lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {number(d.baseline)} | "
-                         f"{number(d.current)} | {number(d.difference, True)} "
+            lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {_md_cell(d.metric)} | "
+                         f"{number(d.baseline)} | {number(d.current)} | "
+                         f"{number(d.difference, True)} "
                          f"({number(d.ci_low, True)} to {number(d.ci_high, True)}) | "
                          f"{pvalue(d.p_value)} | {number(d.mde)} | {d.status} |")
         if len(summary.deltas) > DELTAS_SHOWN:
@@ -312,7 +329,8 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
     """The summary plus one compact row per cell: for dashboards and scripts."""
     cells = [
         {"nodeid": r.nodeid, "suite": r.suite, "task": r.task, "length": r.length,
-         "depth": r.depth, "extra": r.extra, "score": r.score, "ci_low": r.ci_low,
+         "depth": r.depth, "extra": r.extra, "score": r.score, "metric": r.metric,
+         "metric_range": r.metric_range, "metric_about": r.metric_about, "ci_low": r.ci_low,
          "ci_high": r.ci_high, "n": r.n, "outcome": r.outcome, "reason": r.reason,
          "metrics": r.metrics}
         for r in results

@@ -27,6 +27,7 @@ from typing import Any
 from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..records import Case, Prompt
+from ..score_metric import RECALL_AT_5, STR_EM, ScoreMetric
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .cite_metrics import (
     Document,
@@ -77,6 +78,11 @@ class CiteTask:
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = MAX_NEW_TOKENS
+
+    @property
+    def metric(self) -> ScoreMetric:
+        """Correctness as ALCE measures it for the kind of answer."""
+        return STR_EM if self.kind == "asqa" else RECALL_AT_5
 
     def missing_data(self, data: DataSource) -> str | None:
         return missing(data, self.alce_file, self.demo_file)

@@ -21,11 +21,13 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..grid import Cell
 from ..metrics import string_match_all
 from ..models.base import Tokenizer
 from ..records import Case
+from ..score_metric import STRING_MATCH_ALL, ScoreMetric
 from .base import BuildContext
 from .fitting import Frame, fit
 from .haystack_items import Stream, fill, shared_stream
@@ -97,6 +99,7 @@ class Draws:
 class NiahTask:
     """A RULER NIAH variant; see the module docstring for the prompt."""
 
+    metric: ClassVar[ScoreMetric] = STRING_MATCH_ALL
     name: str
     haystack: str
     """'noise' (one repeated line), 'essay' (natural prose) or 'needle' (distractor needles)."""
