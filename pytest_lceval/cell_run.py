@@ -44,7 +44,6 @@ class CellRun:
         evaluator = self.evaluator
         measured = self.lookahead.measure(self.nodeid, cell)
         result = measured.result
-        result.name_metric(suite.metric_for(cell.task))
         if isinstance(measured.problem, CellSkipped):
             result.outcome, result.reason = "skipped", str(measured.problem)
         elif isinstance(measured.problem, CellRefused):

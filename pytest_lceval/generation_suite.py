@@ -19,6 +19,7 @@ from .progress import CellProgress
 from .records import Case
 from .reference_tokenizer import ReferenceTokenizer
 from .results import SAMPLE_CHARS, CellResult, clip_sample
+from .sample_log import generated_case
 from .score_metric import ScoreMetric
 from .settings import Settings
 from .stats import mean_ci
@@ -199,6 +200,9 @@ class GenerationSuite(Suite):
             for case, text, s in list(zip(cases, outputs, scored.scores, strict=True))
             [:SAMPLES_KEPT]
         ]
+        evaluator.log_cases(result, [
+            generated_case(case, answer, score)
+            for case, answer, score in zip(cases, generations, scored.scores, strict=True)])
         if cases and not kept:  # a broken judge must not turn a gate green by skipping
             raise CellRefused(f"the judge's replies to all {len(cases)} cases could not be "
                               f"read (judge_unparsed={len(cases)}): no score; see the samples")

@@ -89,6 +89,9 @@ class CellResult:
     """Suite-specific numbers (LongScore, t-test, accuracies...)."""
     samples: list[dict[str, Any]] = field(default_factory=list)
     """The first few prompts and outputs, truncated, for reports."""
+    samples_file: str = ""
+    """Every case of the cell, under --lceval-log-samples: a gzipped JSONL file, relative to the
+    run folder (sample_log.py); "" when not logged."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

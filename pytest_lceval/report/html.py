@@ -22,10 +22,12 @@ from __future__ import annotations
 import base64
 import csv
 import math
+import os
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -45,6 +47,7 @@ from .summary import (
     number,
     percent,
     pvalue,
+    samples_note,
     summarize,
 )
 
@@ -136,8 +139,9 @@ def markdown_html(text: str) -> str:
 # -- per test -------------------------------------------------------------------------------
 
 
-def cell_html(result: CellResult) -> str:
-    """Properties, verdicts and first samples of one cell, every value escaped."""
+def cell_html(result: CellResult, samples_href: str = "") -> str:
+    """Properties, verdicts and first samples of one cell, every value escaped; with
+    ``samples_href``, a link to every case of the cell (--lceval-log-samples)."""
     ci = f"{number(result.ci_low)}–{number(result.ci_high)}"
     rows = [
         ("score", f"{number(result.score)} (95% CI {ci}), N={result.n}"),
@@ -159,6 +163,10 @@ def cell_html(result: CellResult) -> str:
     rows += [(name, str(value)) for name, value in sorted(result.metrics.items())
              if isinstance(value, (int, float, str, bool)) or value is None]
     parts = [_table(("property", "value"), [(escape(k), escape(v)) for k, v in rows], classes)]
+    if samples_href:
+        parts.append(f'<p><a href="{escape(samples_href)}">Every case of this cell</a> '
+                     f"<span class='muted'>(prompts as sent, whole outputs, gold, scores, "
+                     f"request keys: gzipped JSONL, {escape(result.samples_file)})</span></p>")
     for index, sample in enumerate(result.samples):
         gold = ", ".join(str(g) for g in sample.get("gold", []))
         parts.append(
@@ -171,21 +179,33 @@ def cell_html(result: CellResult) -> str:
     return "".join(parts)
 
 
-def cell_extras_html(results: list[CellResult]) -> str:
-    return '<div class="lceval">' + "".join(cell_html(r) for r in results) + "</div>"
+def cell_extras_html(results: list[CellResult], run_dir: Path | None = None,
+                     html_dir: Path | None = None) -> str:
+    """The extras of one test's cells; their samples files are linked relative to the report's
+    folder ``html_dir``."""
+    def href(result: CellResult) -> str:
+        if not result.samples_file or run_dir is None or html_dir is None:
+            return ""
+        return quote(os.path.relpath(run_dir / result.samples_file, html_dir))
+
+    return ('<div class="lceval">' + "".join(cell_html(r, href(r)) for r in results)
+            + "</div>")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    if report.when != "call" or not item.config.getoption("htmlpath", None):
+    html_path = item.config.getoption("htmlpath", None)
+    if report.when != "call" or not html_path:
         return report
     run = getattr(item, "funcargs", {}).get("lc_eval")
     results: list[CellResult] = getattr(run, "results", [])
     if results:
         from pytest_html import extras
 
-        report.extras = [*getattr(report, "extras", []), extras.html(cell_extras_html(results))]
+        html_dir = Path(html_path).expanduser().absolute().parent
+        page = cell_extras_html(results, item.config.stash.get(RUN_DIR, None), html_dir)
+        report.extras = [*getattr(report, "extras", []), extras.html(page)]
     return report
 
 
@@ -313,7 +333,9 @@ def run_header(run_dir: Path, summary: RunSummary) -> str:
             f"<p class='{'pass' if summary.ok else 'fail'}'><b>"
             f"{escape(headline(summary, marks=False))}</b></p>"
             f"<p class='muted'>model {escape(summary.model)} · seed {summary.seed} · run folder "
-            f"{escape(str(run_dir))}</p></div>")
+            f"{escape(str(run_dir))}</p>"
+            + (f"<p class='muted'>{escape(summary.samples)}</p>" if summary.samples else "")
+            + "</div>")
 
 
 def look_first_html(results: list[CellResult]) -> str:
@@ -399,7 +421,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     results = read_results(run_dir)
     if not results:
         return
-    run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}))
+    run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}),
+                    samples_note(run_dir))
     prefix.append(run_header(run_dir, run))
     postfix.extend(suite_sections(run_dir, run, results))
 

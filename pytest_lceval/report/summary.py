@@ -18,6 +18,7 @@ import pytest
 
 from ..grid import format_length
 from ..results import CellResult, Judgement
+from ..sample_log import SAMPLES_DIR, logged
 from ..score_metric import range_text
 from .judged import JudgeRow, judge_rows, judge_table
 
@@ -158,6 +159,8 @@ class RunSummary:
     lengths: list[LengthRow] = field(default_factory=list)
     judged: list[JudgeRow] = field(default_factory=list)
     """Per judged task: the judge's scored and unreadable cases, agreement and time."""
+    samples: str = ""
+    """Where every case was logged (--lceval-log-samples); "" when it was not."""
 
     @property
     def ok(self) -> bool:
@@ -178,7 +181,8 @@ def tally(name: str, results: list[CellResult]) -> Tally:
 
 
 def summarize(run: str, results: list[CellResult],
-              suite_verdicts: dict[str, list[Judgement]] | None = None) -> RunSummary:
+              suite_verdicts: dict[str, list[Judgement]] | None = None,
+              samples: str = "") -> RunSummary:
     suites = sorted({r.suite for r in results})
     judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
     worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
@@ -199,6 +203,7 @@ def summarize(run: str, results: list[CellResult],
         gates=[j for suite in sorted(suite_verdicts or {}) for j in (suite_verdicts or {})[suite]],
         lengths=length_rows(results),
         judged=judge_rows(results),
+        samples=samples,
     )
 
 
@@ -322,6 +327,8 @@ def to_markdown(summary: RunSummary) -> str:
         if len(summary.deltas) > DELTAS_SHOWN:
             lines.append(f"\n{len(summary.deltas) - DELTAS_SHOWN} more compared cells in "
                          f"{SUMMARY_JSON} and the HTML report.")
+    if summary.samples:
+        lines += ["", summary.samples]
     return "\n".join(lines) + "\n"
 
 
@@ -353,9 +360,20 @@ def _strict(value: Any) -> Any:
     return value
 
 
+def samples_note(run_dir: Path) -> str:
+    """Where the run's cases were logged (--lceval-log-samples), or "" when they were not."""
+    files, size = logged(run_dir)
+    if not files:
+        return ""
+    return (f"Every case (prompt as sent, whole output, gold, score, request key) is in "
+            f"`{run_dir / SAMPLES_DIR}`: {files} gzipped JSONL "
+            f"{'file' if files == 1 else 'files'}, one per cell, {size / 1e6:.1f} MB; each "
+            f"results line names its cell's file (`samples_file`).")
+
+
 def write_summary(run_dir: Path, results: list[CellResult],
                   suite_verdicts: dict[str, list[Judgement]] | None = None) -> RunSummary:
-    summary = summarize(run_dir.name, results, suite_verdicts)
+    summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
     (run_dir / SUMMARY_JSON).write_text(
