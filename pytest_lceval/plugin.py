@@ -45,6 +45,7 @@ pytest_plugins = [
     "pytest_lceval.helmet.fetch",
     "pytest_lceval.serving_plugin",
     "pytest_lceval.baseline.plugin",
+    "pytest_lceval.effective.plugin",
     "pytest_lceval.report.summary",
     "pytest_lceval.report.badge",
     "pytest_lceval.report.html",

@@ -55,6 +55,8 @@ class CellResult:
     seed: int
     source: str
     """Where the task text came from: 'data:<folder>' or 'fixtures'."""
+    context_window: int = 0
+    """The model's claimed context window in tokens (what effective length is set against)."""
     n: int = 0
     score: float = math.nan
     metric: str = ""

@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 import pytest
 
+from ..effective.plugin import effective_rows
 from ..grid import format_depth, format_length
 from ..haystack.verdict import FAIL
 from ..results import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
@@ -42,6 +43,8 @@ from .summary import (
     RunSummary,
     Tally,
     cell_label,
+    effective_legend,
+    effective_table,
     headline,
     metrics_label,
     number,
@@ -394,6 +397,14 @@ def suite_sections(run_dir: Path, summary: RunSummary,
                  _tally_line(tally), look_first_html(mine), skips_html(mine),
                  score_table_html(mine)]
         parts += [_artifact_html(p, siblings) for p in artifacts.get(tally.name, [])]
+        effective = [row for row in summary.effective if row.suite == tally.name]
+        if effective:
+            header, rows = effective_table(effective)
+            parts += ["<h3>Claimed window vs effective length</h3>",
+                      f"<p class='muted'>{escape(effective_legend(summary))}</p>",
+                      _table(header, [[escape(text) for text in row] for row in rows],
+                             ["fail" if row.change == "fell" else "" for row in effective],
+                             frozenset({2, 3}))]
         judged = [row for row in summary.judged if row.suite == tally.name]
         if judged:
             header, rows = judge_table(judged)
@@ -422,7 +433,7 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     if not results:
         return
     run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}),
-                    samples_note(run_dir))
+                    samples_note(run_dir), effective_rows(config, results))
     prefix.append(run_header(run_dir, run))
     postfix.extend(suite_sections(run_dir, run, results))
 

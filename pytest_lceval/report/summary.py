@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from ..effective.length import EffectiveRow
+from ..effective.plugin import effective_rows
 from ..grid import format_length
 from ..results import CellResult, Judgement
 from ..sample_log import SAMPLES_DIR, logged
@@ -161,6 +163,8 @@ class RunSummary:
     """Per judged task: the judge's scored and unreadable cases, agreement and time."""
     samples: str = ""
     """Where every case was logged (--lceval-log-samples); "" when it was not."""
+    effective: list[EffectiveRow] = field(default_factory=list)
+    """Claimed window vs effective context length, per suite then its tasks."""
 
     @property
     def ok(self) -> bool:
@@ -182,7 +186,7 @@ def tally(name: str, results: list[CellResult]) -> Tally:
 
 def summarize(run: str, results: list[CellResult],
               suite_verdicts: dict[str, list[Judgement]] | None = None,
-              samples: str = "") -> RunSummary:
+              samples: str = "", effective: list[EffectiveRow] | None = None) -> RunSummary:
     suites = sorted({r.suite for r in results})
     judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
     worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
@@ -204,6 +208,7 @@ def summarize(run: str, results: list[CellResult],
         lengths=length_rows(results),
         judged=judge_rows(results),
         samples=samples,
+        effective=effective or [],
     )
 
 
@@ -271,6 +276,27 @@ def headline(summary: RunSummary, marks: bool = True) -> str:
             f"({total.passed}/{total.judged}), {total.skipped} skipped")
 
 
+def effective_legend(summary: RunSummary) -> str:
+    threshold = summary.effective[0].threshold
+    return (f"RULER's: the longest length at which the score, and the score at every shorter "
+            f"length, is at least {threshold:.3f}; a task's score at a length pools its depths, "
+            f"a suite's is the mean over its tasks; ≥ when every length measured holds, < when "
+            f"the shortest misses")
+
+
+def effective_table(rows: list[EffectiveRow]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the claimed-window table, for markdown and HTML alike."""
+    header = ["suite", "task", "claimed window", "effective length", "score by length",
+              "baseline"]
+    body = []
+    for row in rows:
+        moved = f"{row.baseline} → {row.effective} ({row.change})" if row.change else ""
+        body.append([row.suite, row.task or "(all tasks)",
+                     format_length(row.window) if row.window else "–", row.effective,
+                     " · ".join(f"{n} {s:.2f}" for n, s in row.scores.items()), moved])
+    return header, body
+
+
 def _md_cell(text: str) -> str:
     """Keep a value inside its markdown table cell (and out of GitHub's HTML rendering)."""
     text = " ".join(text.split())
@@ -294,6 +320,11 @@ def to_markdown(summary: RunSummary) -> str:
             lines.append(f"| {length.suite} | {format_length(length.length)} | "
                          f"{number(length.score)} | {_md_cell(length.metrics)} | "
                          f"{length.tasks} | {length.n} | {length.seconds_per_case:.2f} |")
+    if summary.effective:
+        header, rows = effective_table(summary.effective)
+        lines += ["", f"**Claimed window vs effective length** ({effective_legend(summary)})",
+                  "", "| " + " | ".join(header) + " |", "|---|---|--:|--:|---|---|"]
+        lines += ["| " + " | ".join(_md_cell(text) for text in row) + " |" for row in rows]
     if summary.judged:
         header, rows = judge_table(summary.judged)
         lines += ["", "**Judged tasks** (cases a judge's replies left unreadable are counted, "
@@ -372,8 +403,9 @@ def samples_note(run_dir: Path) -> str:
 
 
 def write_summary(run_dir: Path, results: list[CellResult],
-                  suite_verdicts: dict[str, list[Judgement]] | None = None) -> RunSummary:
-    summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir))
+                  suite_verdicts: dict[str, list[Judgement]] | None = None,
+                  effective: list[EffectiveRow] | None = None) -> RunSummary:
+    summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir), effective)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
     (run_dir / SUMMARY_JSON).write_text(
@@ -387,4 +419,4 @@ def write_summary(run_dir: Path, results: list[CellResult],
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult],
                                  suite_verdicts: dict[str, list[Judgement]]) -> None:
-    write_summary(run_dir, results, suite_verdicts)
+    write_summary(run_dir, results, suite_verdicts, effective_rows(config, results))
