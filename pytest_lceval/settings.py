@@ -97,7 +97,7 @@ class Settings:
     """Tokenizer (folder, tokenizer.json or .gguf) that cell lengths are counted in, e.g.
     Llama-2's as HELMET did; None = the model's own (reference_tokenizer.py)."""
     fetched_data: Path | None = None
-    """Public data downloaded by a fetch option (helmet/fetch.py), read after ``data_dir``."""
+    """Public data downloaded by --lceval-fetch (fetch/), read after ``data_dir``."""
     judge: str | None = None
     """Backend spec of the judge that scores judged tasks (judge/); None = they have no cells."""
     judge2: str | None = None
@@ -121,6 +121,8 @@ class Settings:
 
 SETTINGS = pytest.StashKey[Settings]()
 """The resolved settings of the run (controller and every worker hold equal values)."""
+FETCHED_DATA = pytest.StashKey[Path]()
+"""The folder --lceval-fetch filled (fetch/plugin.py sets it before the settings resolve)."""
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -407,6 +409,7 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
                   env=JUDGE_ENV),
         judge2=get("lceval_judge2", _spec_text, None, "Give a model spec such as hf:PATH."),
         log_samples=get("lceval_log_samples", bool, False, "Write lceval_log_samples = true."),
+        fetched_data=config.stash.get(FETCHED_DATA, None),
     )
 
 
