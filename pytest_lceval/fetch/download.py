@@ -282,6 +282,8 @@ def download(url: str, target: Path, size: int, sha256: str, progress: Progress,
     """``url`` to ``target``, continuing ``<target>.part`` when a killed fetch left one; the
     file is renamed into place only when its size and SHA-256 are ``size`` and ``sha256``."""
     source = mirrored(url, mirror)
+    if target.is_file() and target.stat().st_size == size and _sha256(target) == sha256:
+        return  # another process fetched it while this one waited for the lock
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     have = part.stat().st_size if part.is_file() else 0
@@ -378,6 +380,8 @@ def _install_hub(release: Release, dest: Path, progress: Progress) -> None:
 
     hub = release.hub
     assert hub is not None
+    if _marker(dest, release).is_file():
+        return  # another process installed it while this one waited for the lock
     url = _hub_url(hub)
     try:
         path = hf_hub_download(hub.repo_id, hub.filename, repo_type=hub.repo_type,
