@@ -14,6 +14,7 @@ from .evaluation import Evaluator
 from .grid import Cell, format_length
 from .lookahead import Lookahead
 from .results import CellResult, append_result
+from .score_metric import range_text
 from .suite import CellRefused, CellSkipped, Suite
 
 NEEDS_REQUESTS = "needs_model_requests"
@@ -68,11 +69,13 @@ class CellRun:
             pytest.skip(result.reason)
 
     def _record(self, result: CellResult) -> None:
+        named = {"metric": result.metric, "metric_range": range_text(result.metric_range)}
         if result.outcome == "skipped" and not result.judgements:  # nothing was measured
-            self.record_property("lceval_outcome", "skipped")
+            for name, value in {**named, "lceval_outcome": "skipped"}.items():
+                self.record_property(name, value)
             return
         properties: dict[str, Any] = {
-            "score": round(result.score, 6), "ci_low": round(result.ci_low, 6),
+            "score": round(result.score, 6), **named, "ci_low": round(result.ci_low, 6),
             "ci_high": round(result.ci_high, 6), "n": result.n, "task": result.task,
             "length": result.length, "depth": result.depth,
             "input_tokens_mean": round(result.input_tokens_mean, 1),

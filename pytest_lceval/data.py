@@ -30,7 +30,7 @@ class DataSource:
     """The data directory, or None when running on the offline fixtures."""
     fixtures: Path = FIXTURES
     fetched: Path | None = None
-    """Public data a fetch option downloaded (--helmet-fetch's cache), consulted after ``root``
+    """Public data --lceval-fetch downloaded (fetch/), consulted after ``root``
     so that the user's own files always win."""
 
     def folder(self, name: str) -> Path | None:

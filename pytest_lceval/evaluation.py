@@ -19,6 +19,7 @@ from .models.stored import StoredModel
 from .records import Case
 from .reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
 from .results import CellResult
+from .sample_log import write_cell
 from .settings import Settings
 from .tasks.base import BuildContext, GenerationTask
 
@@ -91,7 +92,16 @@ class Evaluator:
             nodeid=nodeid, suite=cell.suite, task=cell.task, length=cell.length,
             depth=cell.depth, extra=cell.axes(), model=self.settings.model,
             fingerprint=self.model.fingerprint, seed=self.settings.seed, source=source,
+            context_window=self.model.context_window,
         )
+
+    def log_cases(self, result: CellResult, cases: Sequence[dict[str, Any]]) -> None:
+        """Under --lceval-log-samples, write every case of the cell (``sample_log``) and name
+        the file in its result; without it, nothing."""
+        if self.settings.log_samples:
+            cell = {"suite": result.suite, "task": result.task, "length": result.length,
+                    "cell_depth": result.depth, "axes": result.extra, "metric": result.metric}
+            result.samples_file = write_cell(self.run_dir, result.nodeid, cell, cases)
 
     def measure_needs(self, needs: Sequence[Need]) -> dict[Hashable, Any]:
         """The evidence for ``needs``: each key measured once per process."""

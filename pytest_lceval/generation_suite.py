@@ -13,12 +13,14 @@ from .criteria import VerdictPolicy
 from .data import DataSource
 from .evaluation import Evaluator
 from .grid import Cell
-from .judge.panel import JudgedTask
+from .judge.panel import JudgedTask, cell_metric
 from .prior_knowledge import exclude_known
 from .progress import CellProgress
 from .records import Case
 from .reference_tokenizer import ReferenceTokenizer
 from .results import SAMPLE_CHARS, CellResult, clip_sample
+from .sample_log import generated_case
+from .score_metric import ScoreMetric
 from .settings import Settings
 from .stats import mean_ci
 from .suite import CellRefused, CellSkipped, Suite
@@ -74,6 +76,13 @@ class GenerationSuite(Suite):
                     f"pytest-lceval: suite {self.name!r} has two tasks named {task.name!r} "
                     f"({type(self.tasks[task.name]).__qualname__} and "
                     f"{type(task).__qualname__}); rename one")
+            if not isinstance(getattr(task, "metric", None), ScoreMetric):
+                raise pytest.UsageError(
+                    f"pytest-lceval: task {task.name!r} of suite {self.name!r} declares no "
+                    f"metric: give {type(task).__qualname__} a `metric` attribute, a "
+                    f"ScoreMetric (pytest_lceval.score_metric, e.g. SUBEM or "
+                    f"ScoreMetric('exact_match', 'what it counts')), so that its results say "
+                    f"what their scores are")
             self.tasks[task.name] = task
 
     def with_tasks(self, tasks: Iterable[GenerationTask]) -> GenerationSuite:
@@ -85,6 +94,12 @@ class GenerationSuite(Suite):
 
     def task_names(self) -> list[str]:
         return list(self.tasks)
+
+    def metric_for(self, task: str) -> ScoreMetric:
+        return cell_metric(self.tasks[task])
+
+    def declares_metrics(self) -> bool:
+        return True  # each task's, checked as it is added
 
     def grid(self, settings: Settings) -> list[Cell]:
         tasks = list(self.tasks.values())
@@ -185,6 +200,9 @@ class GenerationSuite(Suite):
             for case, text, s in list(zip(cases, outputs, scored.scores, strict=True))
             [:SAMPLES_KEPT]
         ]
+        evaluator.log_cases(result, [
+            generated_case(case, answer, score)
+            for case, answer, score in zip(cases, generations, scored.scores, strict=True)])
         if cases and not kept:  # a broken judge must not turn a gate green by skipping
             raise CellRefused(f"the judge's replies to all {len(cases)} cases could not be "
                               f"read (judge_unparsed={len(cases)}): no score; see the samples")

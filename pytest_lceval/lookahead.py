@@ -238,7 +238,7 @@ class Lookahead:
 
     def _measure_together(self, window: Sequence[tuple[str, Cell]]) -> None:
         evaluator = self.evaluator
-        results = [evaluator.new_result(nodeid, cell, self.suites[cell.suite].source(evaluator))
+        results = [_new_result(self.suites[cell.suite], nodeid, cell, evaluator)
                    for nodeid, cell in window]
         gather = Gather(f"[{worker_label()}] {window[0][0]} and the next cells")
         problems = gather.run([
@@ -252,12 +252,19 @@ class Lookahead:
     def _measure_alone(self, nodeid: str, cell: Cell) -> Measured:
         evaluator = self.evaluator
         suite = self.suites[cell.suite]
-        result = evaluator.new_result(nodeid, cell, suite.source(evaluator))
+        result = _new_result(suite, nodeid, cell, evaluator)
         try:
             suite.measure(cell, result, evaluator)
         except (CellSkipped, CellRefused) as exc:
             return Measured(result, exc)
         return Measured(result)
+
+
+def _new_result(suite: Suite, nodeid: str, cell: Cell, evaluator: Evaluator) -> CellResult:
+    """The cell's result, naming its source and the metric of its scores before measuring."""
+    result = evaluator.new_result(nodeid, cell, suite.source(evaluator))
+    result.name_metric(suite.metric_for(cell.task))
+    return result
 
 
 def _measuring(suite: Suite, cell: Cell, result: CellResult,

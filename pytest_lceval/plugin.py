@@ -42,9 +42,10 @@ pytest_plugins = [
     "pytest_lceval.gates",
     "pytest_lceval.report.heatmaps",
     "pytest_lceval.haystack.plugin",
-    "pytest_lceval.helmet.fetch",
+    "pytest_lceval.fetch.plugin",
     "pytest_lceval.serving_plugin",
     "pytest_lceval.baseline.plugin",
+    "pytest_lceval.effective.plugin",
     "pytest_lceval.report.summary",
     "pytest_lceval.report.badge",
     "pytest_lceval.report.html",
@@ -118,6 +119,8 @@ def pytest_lceval_criteria(config: pytest.Config) -> list[ThresholdCriterion]:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash[SETTINGS]
     data = str(settings.data_dir) if settings.data_dir else "offline fixtures (no --lceval-data)"
+    if settings.fetched_data is not None:
+        data += f", then fetched {settings.fetched_data}"
     return [
         f"lceval: model={settings.model} seed={settings.seed} "
         f"(rerun with --lceval-seed={settings.seed})",

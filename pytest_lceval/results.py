@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from .score_metric import ScoreMetric, range_text
+
 RESULTS_FILE = "results.jsonl"
 RUN_DIR = pytest.StashKey[Path]()
 """The run folder every process writes its results to (xdist workers take the controller's)."""
@@ -53,8 +55,16 @@ class CellResult:
     seed: int
     source: str
     """Where the task text came from: 'data:<folder>' or 'fixtures'."""
+    context_window: int = 0
+    """The model's claimed context window in tokens (what effective length is set against)."""
     n: int = 0
     score: float = math.nan
+    metric: str = ""
+    """The metric ``score`` (and ``scores``) are on, e.g. 'ndcg@10' (score_metric.py)."""
+    metric_range: list[float | None] = field(default_factory=lambda: [0.0, 1.0])
+    """[low, high] of the metric; None for an unbounded end."""
+    metric_about: str = ""
+    """What the metric counts, in a few words."""
     ci_low: float = math.nan
     ci_high: float = math.nan
     scores: list[float] = field(default_factory=list)
@@ -81,9 +91,21 @@ class CellResult:
     """Suite-specific numbers (LongScore, t-test, accuracies...)."""
     samples: list[dict[str, Any]] = field(default_factory=list)
     """The first few prompts and outputs, truncated, for reports."""
+    samples_file: str = ""
+    """Every case of the cell, under --lceval-log-samples: a gzipped JSONL file, relative to the
+    run folder (sample_log.py); "" when not logged."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def name_metric(self, metric: ScoreMetric) -> None:
+        self.metric, self.metric_range, self.metric_about = metric.name, metric.range, \
+            metric.about
+
+    @property
+    def metric_label(self) -> str:
+        """'ndcg@10 (0–1)', or '' for a result written before results named their metric."""
+        return f"{self.metric} ({range_text(self.metric_range)})" if self.metric else ""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CellResult:

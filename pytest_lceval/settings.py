@@ -97,11 +97,14 @@ class Settings:
     """Tokenizer (folder, tokenizer.json or .gguf) that cell lengths are counted in, e.g.
     Llama-2's as HELMET did; None = the model's own (reference_tokenizer.py)."""
     fetched_data: Path | None = None
-    """Public data downloaded by a fetch option (helmet/fetch.py), read after ``data_dir``."""
+    """Public data downloaded by --lceval-fetch (fetch/), read after ``data_dir``."""
     judge: str | None = None
     """Backend spec of the judge that scores judged tasks (judge/); None = they have no cells."""
     judge2: str | None = None
     """A second judge that rates the same outputs, for agreement numbers."""
+    log_samples: bool = False
+    """Write every case (prompt as sent, output, gold, score, request key) to
+    <run>/samples/ (sample_log.py)."""
 
     def data_source(self) -> DataSource:
         """Where tasks read their files: one construction, so every reader sees both folders."""
@@ -118,6 +121,8 @@ class Settings:
 
 SETTINGS = pytest.StashKey[Settings]()
 """The resolved settings of the run (controller and every worker hold equal values)."""
+FETCHED_DATA = pytest.StashKey[Path]()
+"""The folder --lceval-fetch filled (fetch/plugin.py sets it before the settings resolve)."""
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -186,6 +191,12 @@ def add_options(parser: pytest.Parser) -> None:
                          ".gguf, e.g. Llama-2's as HELMET did) instead of the model's own; the "
                          "model still gets the same text and cells that overflow its window "
                          "are skipped")
+    group.addoption("--lceval-log-samples", dest="lceval_log_samples", action="store_true",
+                    default=None,
+                    help="write every case of every cell (the prompt as sent, after the chat "
+                         "template; the whole output; gold; score; request key) to "
+                         "<run>/samples/, one gzipped JSONL file per cell (off by default: "
+                         "long prompts make it large)")
     for name, help_text, kind in _INI_KEYS:
         parser.addini(name, help_text, type=kind)  # type: ignore[arg-type]
 
@@ -208,6 +219,7 @@ _INI_KEYS = [
     ("lceval_ref_tokenizer", "default --lceval-ref-tokenizer", "string"),
     ("lceval_judge", "default --lceval-judge", "string"),
     ("lceval_judge2", "default --lceval-judge2", "string"),
+    ("lceval_log_samples", "default --lceval-log-samples", "bool"),
 ]
 
 
@@ -401,6 +413,8 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         judge=get("lceval_judge", _spec_text, None, "Give a model spec such as openai:gpt-4o.",
                   env=JUDGE_ENV),
         judge2=get("lceval_judge2", _spec_text, None, "Give a model spec such as hf:PATH."),
+        log_samples=get("lceval_log_samples", bool, False, "Write lceval_log_samples = true."),
+        fetched_data=config.stash.get(FETCHED_DATA, None),
     )
 
 

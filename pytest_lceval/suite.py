@@ -23,6 +23,7 @@ from .criteria import VerdictPolicy
 from .grid import Cell
 from .named import by_name
 from .results import CellResult
+from .score_metric import ScoreMetric
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class Suite(ABC):
     """The name the marker uses; also the category marker of its cells."""
     description: str = ""
     policy: VerdictPolicy = VerdictPolicy(("threshold", "baseline"))
+    metric: ScoreMetric | None = None
+    """What the cells' scores are, for a suite whose cells are not generation tasks' (Task
+    Haystack's accuracy); a generation suite names each task's own (``metric_for``)."""
     measures_ahead: bool = False
     """Whether ``measure`` may run for the cells after the running one, together with it, so
     that their requests share the engine's batches (``lookahead``). It may when measuring
@@ -65,6 +69,19 @@ class Suite(ABC):
     def source(self, evaluator: Evaluator) -> str:
         """Where the suite's text comes from, until measuring says otherwise."""
         return evaluator.data.origin("pg_essays")
+
+    def metric_for(self, task: str) -> ScoreMetric:
+        """The metric of ``task``'s cell scores, which every result names."""
+        if self.metric is None:
+            raise pytest.UsageError(
+                f"pytest-lceval: suite {self.name!r} declares no metric: give it `metric = "
+                f"ScoreMetric(name, about, low, high)` (pytest_lceval.score_metric), so that its "
+                f"results say what their scores are")
+        return self.metric
+
+    def declares_metrics(self) -> bool:
+        """Whether every cell's score has a declared metric (checked at start-up)."""
+        return self.metric is not None
 
     def task_names(self) -> list[str]:
         """The tasks this suite knows, so that ``--lceval-tasks`` and per-task thresholds are
@@ -127,6 +144,9 @@ def suites_of(config: pytest.Config) -> dict[str, Suite]:
                     f"suite {more.suite!r}, which no plugin declares. Known: "
                     f"{', '.join(sorted(suites))}")
             suites[more.suite] = suites[more.suite].with_tasks(more.tasks)
+        for suite in suites.values():
+            if not suite.declares_metrics():
+                suite.metric_for("")  # raises the UsageError that says how to declare it
         config.stash[SUITES] = suites
     return config.stash[SUITES]
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import shutil
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +21,6 @@ from pytest_lceval.haystack.data import (
     load_task,
     resolve_task_names,
 )
-from pytest_lceval.haystack.fetch import FetchError, fetch_tasks, main
 from pytest_lceval.haystack.ranking import check_options
 from pytest_lceval.models.mock import WordTokenizer
 
@@ -84,58 +79,3 @@ def test_a_malformed_task_names_the_file(tmp_path: Path) -> None:
         handle.write(json.dumps({"label": "odd"}) + "\n")
     with pytest.raises(TaskDataError, match=r"train_3.jsonl line 33 lacks \['text'\]"):
         load_task(tmp_path, "broken")
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A loopback HTTP server serving a copy of two offline tasks, as GitHub raw would."""
-    served = tmp_path / "served"
-    for name in ("number_parity", "chat_topic"):
-        shutil.copytree(OFFLINE_PACK / name, served / name)
-    handler = functools.partial(_QuietHandler, directory=str(served))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", served
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-def test_fetch_downloads_then_keeps_then_repairs(server: tuple[str, Path],
-                                                 tmp_path: Path) -> None:
-    url, served = server
-    dest = tmp_path / "cache" / "llicl"
-    report = fetch_tasks(["number_parity", "chat_topic"], dest, url)
-    assert len(report.downloaded) == 2 * len(TASK_FILES) and not report.kept
-    for name in ("number_parity", "chat_topic"):
-        for file_name in TASK_FILES:
-            assert (dest / name / file_name).read_bytes() == \
-                (served / name / file_name).read_bytes()
-    assert load_task(dest, "chat_topic").options == ("sports", "food", "weather")
-    (dest / "chat_topic" / "test.jsonl").write_text("{half a line")
-    again = fetch_tasks(["number_parity", "chat_topic"], dest, url)
-    assert again.downloaded == ["chat_topic/test.jsonl"]
-    assert not list(dest.rglob("*.part"))
-
-
-def test_fetch_names_the_url_that_failed(server: tuple[str, Path], tmp_path: Path) -> None:
-    url, _ = server
-    with pytest.raises(FetchError, match=r"/no_such_task/config.json"):
-        fetch_tasks(["no_such_task"], tmp_path, url)
-
-
-def test_fetch_command_line(server: tuple[str, Path], tmp_path: Path,
-                            capsys: pytest.CaptureFixture[str]) -> None:
-    url, _ = server
-    assert main(["--dest", str(tmp_path), "--tasks", "number_parity", "--base-url", url]) == 0
-    assert "--lceval-data" in capsys.readouterr().out
-    assert (tmp_path / "llicl" / "number_parity" / "config.json").exists()
-    assert main(["--dest", str(tmp_path), "--tasks", "nope", "--base-url", url]) == 1
-    assert "nope/config.json" in capsys.readouterr().err

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from http_files import serving
+from fake_hub import FakeHub, Served, serving
 from run_outputs import read_results
+from shared_data import SHARED_DATA
 from test_report import html_tests
 
+from pytest_lceval.fetch.catalog import by_name
 from pytest_lceval.haystack.config import OFFLINE_PACK
 from pytest_lceval.haystack.verdict import paired_verdict
 from pytest_lceval.model_usage import read_usage
@@ -198,21 +200,28 @@ def test_every_controlled_setting_runs(suite: pytest.Pytester) -> None:
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    with serving(OFFLINE_PACK) as url:
-        yield url
+def mirror(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A mirror of GitHub raw serving the verified copy of INK-USC/llicl-data."""
+    fake = FakeHub()
+    for spec in by_name()["llicl"].files:
+        fake.plain_file(spec.source, Served((SHARED_DATA / spec.target).read_bytes()))
+    with serving(fake):
+        monkeypatch.setenv("LCEVAL_FETCH_MIRROR", fake.mirror)
+        yield fake
 
 
+@pytest.mark.skipif(not (SHARED_DATA / "llicl").is_dir(),
+                    reason=f"the verified copy of llicl-data is not at {SHARED_DATA}")
 def test_fetch_option_downloads_into_the_cache_and_runs_on_it(suite: pytest.Pytester,
-                                                              server: str) -> None:
+                                                              mirror: FakeHub) -> None:
     cache = suite.path / "cache"
-    outcome = suite.runpytest("--model", "mock:icl", "--haystack-fetch",
-                              "--haystack-fetch-url", server, "--haystack-cache", str(cache),
-                              "--haystack-tasks", "number_parity,chat_topic,sum_check",
+    outcome = suite.runpytest("--model", "mock:icl", "--haystack-fetch", "--lceval-fetch-dir",
+                              str(cache), "--haystack-tasks", "emo,boolq,wic",
                               "--haystack-test-size", "2", "--haystack-permutations", "1",
                               "--haystack-resamples", "2", *FAST)
-    outcome.stdout.fnmatch_lines(["*haystack: 21 files downloaded, 0 already present*",
-                                  "*haystack: cache:llicl (3 tasks from *cache/llicl)*"])
+    outcome.stderr.fnmatch_lines(["fetch:   llicl: 560 of 560 files (*) from "
+                                  "raw.githubusercontent.com", "fetch: * to download"])
+    outcome.stdout.fnmatch_lines(["*haystack: cache:llicl (3 tasks from *cache/llicl)*"])
     outcome.assert_outcomes(passed=3)
 
 

@@ -26,6 +26,7 @@ from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.records import GenerateRequest
 from pytest_lceval.results import CellResult
+from pytest_lceval.score_metric import ScoreMetric
 from pytest_lceval.settings import auto_batch_size, auto_lookahead
 from pytest_lceval.store import Store, process_owner
 from pytest_lceval.suite import Suite
@@ -196,6 +197,7 @@ class AskingSuite(Suite):
 
     name = "asking"
     measures_ahead = True
+    metric = ScoreMetric("answered", "1 when the model answered at all")
 
     def __init__(self) -> None:
         self.measured: list[str] = []

@@ -75,12 +75,14 @@ def test_summary_markdown_is_short_and_names_verdicts_worst_cells_and_deltas(
     assert text.startswith("### pytest-lceval ❌ 2 of 4 cells failed: pass rate 50% (2/4), "
                            "0 skipped")
     assert "| toy | 2 | 2 | 0 | 50% |" in text
-    assert "| toy · `toy-1k-50` | 0.000 (0.000–0.242) | 12 | FAIL: baseline |" in text
+    assert "| toy · `toy-1k-50` | 0.000 (0.000–0.242) | string_match_all (0–1) | 12 | " \
+           "FAIL: baseline |" in text
     assert "**Against baseline `base`:** 2 regressed, 2 unchanged" in text
     # per length, HELMET's way: the mean over tasks of each task's cases, depths pooled
-    assert "| toy | 1k | 0.500 | 1 | 24 |" in text and "| toy | 2k | 0.500 | 1 | 24 |" in text
-    assert "| toy · `toy-2k-50` | 1.000 | 0.000 | -1.000 (-1.000 to -0.471) | <0.001 | 0.500 " \
-           "| regressed |" in text
+    assert "| toy | 1k | 0.500 | string_match_all (0–1) | 1 | 24 |" in text
+    assert "| toy | 2k | 0.500 | string_match_all (0–1) | 1 | 24 |" in text
+    assert "| toy · `toy-2k-50` | string_match_all (0–1) | 1.000 | 0.000 | -1.000 (-1.000 to " \
+           "-0.471) | <0.001 | 0.500 | regressed |" in text
     data = json.loads((run / "summary.json").read_text())  # strict JSON: no NaN
     assert data["ok"] is False and data["total"] == {"name": "all", "passed": 2, "failed": 2,
                                                      "skipped": 0}
@@ -110,6 +112,7 @@ def test_html_report_with_n_2_has_cell_extras_and_suite_sections(
         [extra] = [e for e in entry["extras"] if e["format_type"] == "html"]
         assert "verdict: baseline" in extra["content"] and "Sample 1 of 12" in extra["content"]
         assert entry["score"] in ("1.000", "0.000"), nodeid
+        assert "string_match_all (0–1)" in extra["content"]
     page = report.read_text(encoding="utf-8")
     assert "<h2>Suite toy</h2>" in page and "Comparison with baseline base" in page
     assert 'alt="heatmap-toy-toy.png"' in page and 'alt="badge.svg"' in page
@@ -165,7 +168,7 @@ def cell(label: str, score: float, outcome: str = "passed", reason: str = "",
     result = CellResult(nodeid=f"suites/test_recall.py::test_recall[{label}]", suite="recall",
                         task=task, length=parse_length(length), depth=depth, extra={},
                         model="mock:grep", fingerprint="f", seed=42, source="fixtures",
-                        score=score, outcome=outcome, reason=reason)
+                        score=score, outcome=outcome, reason=reason, metric="accuracy")
     result.metrics = dict(metrics)
     return result
 
@@ -210,10 +213,11 @@ def test_score_table_of_cells_without_depth_is_rounded_and_marks_fail_and_skip(
              cell("counting_stars-4k", math.nan, "skipped", "too long <4k>", depth=None),
              cell("json_kv-2k-50", 0.0)]
     table = score_table_html(cells)
-    assert "<th>task</th><th>2k score (%)</th><th>4k score (%)</th>" in table
-    assert ("<tr><td>counting_stars</td><td class=\"num\">100.0</td><td class=\"num\">"
-            "<span class=\"skipped\" title=\"too long &lt;4k&gt;\">skip</span></td></tr>") in table
-    assert ("<tr><td>kv_retrieval</td><td class=\"num\">66.7</td>"
+    assert "<th>task</th><th>metric</th><th>2k score (%)</th><th>4k score (%)</th>" in table
+    assert ("<tr><td>counting_stars</td><td>accuracy (0–1)</td><td class=\"num\">100.0</td>"
+            "<td class=\"num\"><span class=\"skipped\" title=\"too long &lt;4k&gt;\">skip</span>"
+            "</td></tr>") in table
+    assert ("<tr><td>kv_retrieval</td><td>accuracy (0–1)</td><td class=\"num\">66.7</td>"
             "<td class=\"num\">12.5 (FAIL)</td></tr>") in table
     assert "json_kv" not in table  # depth cells have their heatmaps
     assert score_table_html(cells[-1:]) == ""
@@ -276,10 +280,13 @@ def test_html_report_shows_look_first_skip_reasons_and_skipped_rows(
     reason = "cell length 2048 tokens exceeds the model's context window of 1500 tokens"
     assert (f"<td>{html.escape(reason)}</td><td class=\"num\">2</td><td>toy-2k-0, toy-2k-50"
             "</td>") in page
-    rows = {nodeid: entry["resultsTableRow"][2] for nodeid, [entry] in html_tests(report).items()}
+    rows = {nodeid: "".join(entry["resultsTableRow"][2:4])
+            for nodeid, [entry] in html_tests(report).items()}
     assert rows["test_suite.py::test_cell[toy-2k-0]"] == \
-        f'<td class="col-score">skipped: {html.escape(reason)}</td>'
-    assert rows["test_suite.py::test_cell[toy-1k-0]"] == '<td class="col-score">1.000</td>'
+        f'<td class="col-score">skipped: {html.escape(reason)}</td>' \
+        '<td class="col-metric">string_match_all</td>'
+    assert rows["test_suite.py::test_cell[toy-1k-0]"] == \
+        '<td class="col-score">1.000</td><td class="col-metric">string_match_all</td>'
 
 
 def test_longbench100_section_has_look_first_score_table_figures_and_longscore_table(
@@ -300,8 +307,8 @@ def test_longbench100_section_has_look_first_score_table_figures_and_longscore_t
     assert ('<p class="look-first">Look first at: kv_retrieval-4k (FAIL, LongScore -50.0%, '
             "score 37.5%).</p>") in section
     assert "<td>too long for the window</td><td class=\"num\">1</td>" in section
-    assert '<td>kv_retrieval</td><td class="num">75.0</td><td class="num">37.5 (FAIL)</td>' \
-        in section
+    assert '<td>kv_retrieval</td><td>accuracy (0–1)</td><td class="num">75.0</td>' \
+           '<td class="num">37.5 (FAIL)</td>' in section
     assert 'alt="heatmap-longbench100.png"' in section and 'alt="longscore-longbench100.png"' \
         in section
     # LongScore's Table 7 layout, from its markdown, as HTML tables; its CSV only named

@@ -25,7 +25,7 @@ def test_the_documented_example_suite_runs_with_its_own_axis_and_criterion(
     for path in EXAMPLE.glob("*.py"):
         shutil.copy(path, pytester.path / path.name)
     lines = sum(len(p.read_text().splitlines()) for p in EXAMPLE.glob("*.py"))
-    assert lines < 80, f"the example suite grew to {lines} lines"
+    assert lines <= 85, f"the example suite grew to {lines} lines"
     collected = pytester.runpytest("--model", "mock:grep", "--collect-only", "-q", *FAST)
     collected.stdout.fnmatch_lines(["*test_row_lookup[[]lookup-20rows-0[]]",
                                     "*test_row_lookup[[]lookup-200rows-100[]]"])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pytest_lceval.generation_suite import GenerationSuite
 from pytest_lceval.judge.rubrics import RUBRICS
 from pytest_lceval.records import Case, Prompt
+from pytest_lceval.score_metric import SUBEM
 
 FACTS = [("Skye", "the island"), ("Rome", "the city"), ("Oslo", "the capital"),
          ("Lima", "the town")]
@@ -36,6 +37,7 @@ class ToyJudged:
     uses_depth: bool = False
     max_new_tokens: int = 8
     rule_metric: str = "subem"
+    metric = SUBEM
     rubric = RUBRICS["helmet_qa"]
 
     def build(self, cell, context):

@@ -6,16 +6,19 @@ mock:constant never does; it does not depend on the built-in generators.
 
 import random
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pytest_lceval.generation_suite import GenerationSuite
 from pytest_lceval.grid import Cell, case_seed
 from pytest_lceval.metrics import string_match_all
 from pytest_lceval.records import Case, Prompt
+from pytest_lceval.score_metric import STRING_MATCH_ALL, ScoreMetric
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 
 
 @dataclass(frozen=True)
 class ToyNeedle:
+    metric: ClassVar[ScoreMetric] = STRING_MATCH_ALL
     name: str = "toy"
     uses_depth: bool = True
     max_new_tokens: int = 8

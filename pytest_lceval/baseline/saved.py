@@ -33,6 +33,10 @@ class SavedCell:
     case_keys: tuple[str, ...]
     judge: str = ""
     """The judge that scored the cell (spec@fingerprint); "" for rule-scored cells."""
+    suite: str = ""
+    task: str = ""
+    length: int = 0
+    """The cell's axes, for numbers over cells (the effective context length)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ def load_run(path: Path) -> SavedRun:
     cells = {
         nodeid: SavedCell(nodeid, float(cell["score"]), int(cell["n"]), cell["outcome"],
                           tuple(map(float, cell["scores"])), tuple(cell["case_keys"]),
-                          cell.get("judge", ""))
+                          cell.get("judge", ""), cell.get("suite", ""), cell.get("task", ""),
+                          int(cell.get("length") or 0))
         for nodeid, cell in data["cells"].items()
     }
     return SavedRun(data["name"], path, data["model"], data["fingerprint"], int(data["seed"]),

@@ -7,7 +7,6 @@ every explicit option still wins, and results and the report header say what was
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +23,9 @@ from .prompts import SETTINGS
 T = TypeVar("T")
 
 OFFLINE_PACK = FIXTURES / "llicl_offline"
-DEFAULT_FETCH_URL = "https://raw.githubusercontent.com/INK-USC/llicl-data/main"
 DEFAULTS = {"tasks": "main16", "permutations": 5, "resamples": 5, "test_size": 100}
 OFFLINE_DEFAULTS = {"tasks": "all", "permutations": 1, "resamples": 3, "test_size": 4}
 """Used only on the offline pack and only for options the user did not set."""
-
-
-def default_cache() -> Path:
-    """Where --haystack-fetch puts the public data: $XDG_CACHE_HOME/pytest-lceval/data."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pytest-lceval" / "data"
 
 
 @dataclass(frozen=True)
@@ -96,21 +88,14 @@ def add_options(parser: pytest.Parser) -> None:
         help=f"controlled setting(s), comma list: {', '.join(SETTINGS)} (default recall)")
     add("--haystack-batch-size", dest="haystack_batch_size", default=None,
         help="queries sharing a prefix sent per backend call (default 64)")
-    add("--haystack-fetch", dest="haystack_fetch", action="store_true", default=None,
-        help="download the public Task Haystack data (GitHub INK-USC/llicl-data) into "
-             "--haystack-cache first, then use it")
-    add("--haystack-fetch-url", dest="haystack_fetch_url", default=None,
-        help=f"base URL of the data's task folders (default {DEFAULT_FETCH_URL})")
-    add("--haystack-cache", dest="haystack_cache", default=None,
-        help=f"cache folder for --haystack-fetch (default {default_cache()})")
     for name in ("tasks", "shots", "ntasks", "permutations", "resamples", "test_size",
                  "setting"):
         parser.addini(f"haystack_{name}", f"default --haystack-{name.replace('_', '-')}")
 
 
-def resolve(config: pytest.Config, core: Settings, fetched: Path | None) -> HaystackSettings:
-    """Resolve the options; ``fetched`` is the llicl folder --haystack-fetch filled, if any."""
-    root, source = _data_root(core, fetched)
+def resolve(config: pytest.Config, core: Settings) -> HaystackSettings:
+    """Resolve the options (after the core's settings, which name the data folders)."""
+    root, source = _data_root(core)
     offline = source.startswith("fixtures")
     shrunk = offline or core.grid.reduced
     defaults = OFFLINE_DEFAULTS if offline else REDUCED_HAYSTACK if shrunk else DEFAULTS
@@ -148,11 +133,12 @@ def resolve(config: pytest.Config, core: Settings, fetched: Path | None) -> Hays
     )
 
 
-def _data_root(core: Settings, fetched: Path | None) -> tuple[Path, str]:
-    if fetched is not None:
-        return fetched, "cache:llicl"
+def _data_root(core: Settings) -> tuple[Path, str]:
+    """--lceval-data's llicl/ first, then the fetched one, else the offline pack."""
     if core.data_dir is not None and (core.data_dir / "llicl").is_dir():
         return core.data_dir / "llicl", "data:llicl"
+    if core.fetched_data is not None and (core.fetched_data / "llicl").is_dir():
+        return core.fetched_data / "llicl", "cache:llicl"
     return OFFLINE_PACK, "fixtures:llicl_offline"
 
 

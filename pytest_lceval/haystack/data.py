@@ -29,7 +29,7 @@ def train_file(resample: int) -> str:
 
 
 TASK_FILES = (CONFIG_FILE, *(train_file(r) for r in range(MAX_RESAMPLES)), TEST_FILE)
-"""Every file of a task folder, in the order ``fetch`` downloads them."""
+"""Every file of a task folder."""
 
 MAIN16 = (
     "emo", "covid_fake_news", "logical_fallacy_detection", "dbpedia_14",

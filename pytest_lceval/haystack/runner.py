@@ -231,6 +231,16 @@ class HaystackMeasure:
                 measured.requests[first], plan.rows, scored.choices, scored.correct,
                 strict=True))[:SAMPLES_KEPT]
         ]
+        self.evaluator.log_cases(result, [
+            {"resample": resample, "index": index, "request_key": request.key(),
+             "prompt": request.prefix + request.suffix, "options": list(request.options),
+             "gold": [row["label"]],
+             "output": NO_PREDICTION if choice is None else plan.task.options[choice],
+             "score": float(correct)}
+            for resample in sorted(measured.lifelong)
+            for index, (request, row, choice, correct) in enumerate(zip(
+                measured.requests[resample], plan.rows, measured.lifelong[resample].choices,
+                measured.lifelong[resample].correct, strict=True))])
 
 
 def _metrics(plan: CellPlan, measured: _Conditions, verdict: Verdict,

@@ -11,6 +11,7 @@ from ..evaluation import Evaluator, Need
 from ..grid import Cell
 from ..models.stored import StoredModel
 from ..results import CellResult, Judgement
+from ..score_metric import ScoreMetric
 from ..settings import Settings
 from ..suite import Suite
 from .config import HaystackSettings
@@ -31,6 +32,10 @@ class HaystackSuite(Suite):
                    "task x length setting x permutation x setting")
     policy = VerdictPolicy((CRITERION, "baseline"))
     """The t-test decides; an absolute score bar would punish tasks hard at any length."""
+    metric = ScoreMetric(
+        "accuracy", "Lifelong ICL accuracy of the task in the stream (the option ranked first "
+                    "is the label), pooled over the resamples; the verdict (PASS, FAIL, EXCEL) "
+                    "is a paired t-test against Single-task ICL")
 
     def __init__(self, settings: HaystackSettings) -> None:
         self.settings = settings

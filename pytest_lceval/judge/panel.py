@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..models.base import Backend
 from ..models.stored import CallCounter, StoredModel
 from ..records import Case, GenerateRequest, Prompt
+from ..score_metric import ScoreMetric
 from ..store import Store
 from . import keypoints as keypoints_module
 from .agreement import kappa, mean_difference, rank_correlation
@@ -43,6 +44,13 @@ class JudgedTask(Protocol):
         ...
 
     def score(self, output: str, case: Case) -> float: ...
+
+
+def cell_metric(task: Any) -> ScoreMetric:
+    """The metric a task's cell scores are on: its rubric's when a judge scores it (the one
+    scoring path, ``Evaluator.score``, decides the same way), else the task's own."""
+    metric: ScoreMetric = task.rubric.metric if isinstance(task, JudgedTask) else task.metric
+    return metric
 
 
 @dataclass(frozen=True)

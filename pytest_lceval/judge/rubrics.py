@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..metrics import helmet_parse_output, helmet_scored
 from ..records import Case
+from ..score_metric import ScoreMetric
 from . import prompts
 from .helmet_prompts import HELMET
 from .replies import Field
@@ -52,6 +53,8 @@ class Rubric(ABC):
     """See the module docstring."""
 
     name: str
+    metric: ScoreMetric
+    """What the case scores are: the rubric and the scale its ratings make."""
     missing: float | None = None
     """The score of a case with an unreadable reply; None leaves it out of the mean."""
     needs_keypoints: bool = False
@@ -87,6 +90,8 @@ SUPPORTED_SENTENCES = (Field("precision", 0, None, at_most="sentence_count"),
 
 class HelmetQA(Rubric):
     name = "helmet_qa"
+    metric = ScoreMetric("judge:helmet_qa", "a judge's fluency (0/1) x correctness (0-3), / 3 "
+                                            "(HELMET's GPT-4o rubric)")
     scales = (FLUENCY, Field("correctness", 0, 3))
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
@@ -116,6 +121,10 @@ class HelmetSummary(Rubric):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.name = f"helmet_summary_{kind}"
+        self.metric = ScoreMetric(
+            f"judge:{self.name}", "a judge's fluency (0/1) x F1 of key-point recall and "
+                                  "sentence precision against the expert summary (HELMET's "
+                                  "GPT-4o rubric)")
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         text = helmet_scored(output, case.meta).strip()
@@ -154,6 +163,8 @@ class HelmetSummary(Rubric):
 
 class LongBenchQA(Rubric):
     name = "longbench_qa"
+    metric = ScoreMetric("judge:longbench_qa", "a judge's fluency (0-2) x correctness (0-3), / 6, "
+                                               "best over the gold answers (100-LongBench)")
     missing = 0.0
     scales = (Field("fluency", 0, 2), Field("correctness", 0, 3))
 
@@ -171,6 +182,9 @@ class LongBenchQA(Rubric):
 
 class LongBenchSummary(Rubric):
     name = "longbench_summary"
+    metric = ScoreMetric("judge:longbench_summary", "a judge's fluency (0/1) x sentence "
+                                                    "precision against the reference summary, "
+                                                    "best over the references (100-LongBench)")
     missing = 0.0
     scales = (FLUENCY,)
 

@@ -17,12 +17,16 @@ from typing import Any
 from ..criteria import Assessment, Evidence
 from ..grid import case_seed, format_length
 from ..results import CellResult, Judgement
+from ..score_metric import ScoreMetric
 from ..stats import longscore, longscore_ci
 from ..tasks.base import GenerationTask
 from .base import BaseAbilities, BaseAbility, BaseAbilityNeed, MeasuredBase
 from .config import LongScoreSettings
 
 CRITERION = "longscore"
+LONGSCORE = ScoreMetric("longscore", "(score at the length - base ability) / base ability, as a "
+                                     "percentage (100-LongBench's LC)", low=-100.0,
+                        high=math.inf, unit="%")
 UNDEFINED = "LongScore undefined"
 """Start of the reason of a long cell whose LongScore cannot be computed (tests import it)."""
 
@@ -58,6 +62,7 @@ class LongScoreCriterion:
         metrics["longscore_n"] = result.n
         if role == "base":
             return Assessment(None, metrics)
+        metrics["longscore_metric"] = LONGSCORE.label
         lc = longscore(result.score, base.value, self.settings.floor)
         if lc is None:
             return self._undefined(result, base, metrics)

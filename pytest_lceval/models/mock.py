@@ -4,7 +4,10 @@ Spec: ``mock:NAME?param=value&...``
 
 - ``mock:grep`` answers recall questions by looking the queried keys up in the prompt, like a
   perfect retriever. ``miss=25-75`` makes it forget keys whose position lies in that percent
-  range of the prompt (a lost-in-the-middle model); ``window=N`` sets the context window.
+  range of the prompt (a lost-in-the-middle model); ``window=N`` sets the context window;
+  ``cliff=N&after=F`` makes it answer, for prompts longer than N tokens, only a share F of them
+  (those whose hash falls in it) and nothing for the rest: a model whose effective context
+  length is N (scores 1.0 up to N, about F beyond).
 - ``mock:constant`` always answers ``text`` (default "I do not know").
 - ``mock:judge`` is a judge model (``mock_judge.py``).
 - ``mock:icl`` is an in-context learner for rank requests (Task Haystack): it predicts the label
@@ -83,6 +86,8 @@ class MockBackend(BaseBackend):
         low, _, high = params.get("miss", "").partition("-")
         self._miss = (float(low), float(high)) if high else None
         self._reach = int(params["reach"]) if "reach" in params else None
+        self._cliff = int(params["cliff"]) if "cliff" in params else None
+        self._after = float(params.get("after", 0.0))
 
     def identity(self) -> dict[str, Any]:
         return {"mock": self.spec, "version": MOCK_VERSION,
@@ -137,6 +142,8 @@ class MockBackend(BaseBackend):
         elif self.name == "judge":
             text = judge_reply(request.chat.user if request.chat else prompt,
                                self.params.get("mode", ""))
+        elif self._beyond_cliff(prompt):
+            text = ""
         else:
             text = ", ".join(self._lookup(prompt))
         text = cut_at_stop(text, request.stop)
@@ -155,6 +162,13 @@ class MockBackend(BaseBackend):
             if key in question and not self._forgets(position) and value not in values:
                 values.append(value)
         return values
+
+    def _beyond_cliff(self, prompt: str) -> bool:
+        """Past ``cliff`` tokens, every prompt but a share ``after`` of them (by hash) goes
+        unanswered."""
+        if self._cliff is None or self.renderer.count(prompt) <= self._cliff:
+            return False
+        return zlib.crc32(prompt.encode("utf-8")) % 1000 >= 1000 * self._after
 
     def _forgets(self, position: float) -> bool:
         return self._miss is not None and self._miss[0] <= position <= self._miss[1]

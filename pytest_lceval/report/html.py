@@ -22,13 +22,16 @@ from __future__ import annotations
 import base64
 import csv
 import math
+import os
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
+from ..effective.plugin import effective_rows
 from ..grid import format_depth, format_length
 from ..haystack.verdict import FAIL
 from ..results import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
@@ -40,10 +43,14 @@ from .summary import (
     RunSummary,
     Tally,
     cell_label,
+    effective_legend,
+    effective_table,
     headline,
+    metrics_label,
     number,
     percent,
     pvalue,
+    samples_note,
     summarize,
 )
 
@@ -135,11 +142,13 @@ def markdown_html(text: str) -> str:
 # -- per test -------------------------------------------------------------------------------
 
 
-def cell_html(result: CellResult) -> str:
-    """Properties, verdicts and first samples of one cell, every value escaped."""
+def cell_html(result: CellResult, samples_href: str = "") -> str:
+    """Properties, verdicts and first samples of one cell, every value escaped; with
+    ``samples_href``, a link to every case of the cell (--lceval-log-samples)."""
     ci = f"{number(result.ci_low)}–{number(result.ci_high)}"
     rows = [
         ("score", f"{number(result.score)} (95% CI {ci}), N={result.n}"),
+        ("metric", f"{result.metric_label}: {result.metric_about}" if result.metric else "–"),
         ("outcome", result.outcome + (f": {result.reason}" if result.reason else "")),
         ("cell", result.task + (f" · {format_length(result.length)} tokens" if result.length
                                 else "")
@@ -157,6 +166,10 @@ def cell_html(result: CellResult) -> str:
     rows += [(name, str(value)) for name, value in sorted(result.metrics.items())
              if isinstance(value, (int, float, str, bool)) or value is None]
     parts = [_table(("property", "value"), [(escape(k), escape(v)) for k, v in rows], classes)]
+    if samples_href:
+        parts.append(f'<p><a href="{escape(samples_href)}">Every case of this cell</a> '
+                     f"<span class='muted'>(prompts as sent, whole outputs, gold, scores, "
+                     f"request keys: gzipped JSONL, {escape(result.samples_file)})</span></p>")
     for index, sample in enumerate(result.samples):
         gold = ", ".join(str(g) for g in sample.get("gold", []))
         parts.append(
@@ -169,27 +182,40 @@ def cell_html(result: CellResult) -> str:
     return "".join(parts)
 
 
-def cell_extras_html(results: list[CellResult]) -> str:
-    return '<div class="lceval">' + "".join(cell_html(r) for r in results) + "</div>"
+def cell_extras_html(results: list[CellResult], run_dir: Path | None = None,
+                     html_dir: Path | None = None) -> str:
+    """The extras of one test's cells; their samples files are linked relative to the report's
+    folder ``html_dir``."""
+    def href(result: CellResult) -> str:
+        if not result.samples_file or run_dir is None or html_dir is None:
+            return ""
+        return quote(os.path.relpath(run_dir / result.samples_file, html_dir))
+
+    return ('<div class="lceval">' + "".join(cell_html(r, href(r)) for r in results)
+            + "</div>")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    if report.when != "call" or not item.config.getoption("htmlpath", None):
+    html_path = item.config.getoption("htmlpath", None)
+    if report.when != "call" or not html_path:
         return report
     run = getattr(item, "funcargs", {}).get("lc_eval")
     results: list[CellResult] = getattr(run, "results", [])
     if results:
         from pytest_html import extras
 
-        report.extras = [*getattr(report, "extras", []), extras.html(cell_extras_html(results))]
+        html_dir = Path(html_path).expanduser().absolute().parent
+        page = cell_extras_html(results, item.config.stash.get(RUN_DIR, None), html_dir)
+        report.extras = [*getattr(report, "extras", []), extras.html(page)]
     return report
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_header(cells: list[str]) -> None:
     cells.insert(2, '<th class="sortable" data-column-type="score">Score</th>')
+    cells.insert(3, '<th class="sortable" data-column-type="metric">Metric</th>')
 
 
 def skip_reason(report: pytest.TestReport) -> str:
@@ -201,12 +227,14 @@ def skip_reason(report: pytest.TestReport) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
-    score = dict(getattr(report, "user_properties", [])).get("score")
+    properties = dict(getattr(report, "user_properties", []))
+    score, metric = properties.get("score"), properties.get("metric")
     text = number(float(score)) if isinstance(score, (int, float)) else ""
     reason = skip_reason(report)
     if reason:
         text = f"skipped: {escape(reason)}"
     cells.insert(2, f'<td class="col-score">{text}</td>')
+    cells.insert(3, f'<td class="col-metric">{escape(str(metric or ""))}</td>')
 
 
 # -- per run --------------------------------------------------------------------------------
@@ -290,13 +318,13 @@ def _tally_line(tally: Tally) -> str:
 
 
 def comparison_table(deltas: list[DeltaRow]) -> str:
-    rows = [(escape(d.label), number(d.baseline), number(d.current),
+    rows = [(escape(d.label), escape(d.metric), number(d.baseline), number(d.current),
              number(d.difference, True), f"{number(d.ci_low, True)} to {number(d.ci_high, True)}",
              pvalue(d.p_value), number(d.mde), str(d.n),
              escape(d.status)) for d in deltas]
-    return _table(("cell", "baseline", "now", "Δ", "95% CI of Δ", "p", "min. detectable drop",
-                   "N paired", "status"), rows, [d.status for d in deltas],
-                  frozenset(range(1, 8)))
+    return _table(("cell", "metric", "baseline", "now", "Δ", "95% CI of Δ", "p",
+                   "min. detectable drop", "N paired", "status"), rows, [d.status for d in deltas],
+                  frozenset(range(2, 9)))
 
 
 def _badge(path: Path) -> str:
@@ -308,7 +336,9 @@ def run_header(run_dir: Path, summary: RunSummary) -> str:
             f"<p class='{'pass' if summary.ok else 'fail'}'><b>"
             f"{escape(headline(summary, marks=False))}</b></p>"
             f"<p class='muted'>model {escape(summary.model)} · seed {summary.seed} · run folder "
-            f"{escape(str(run_dir))}</p></div>")
+            f"{escape(str(run_dir))}</p>"
+            + (f"<p class='muted'>{escape(summary.samples)}</p>" if summary.samples else "")
+            + "</div>")
 
 
 def look_first_html(results: list[CellResult]) -> str:
@@ -339,7 +369,7 @@ def score_table_html(results: list[CellResult]) -> str:
     by_key = {(r.task, r.length): r for r in cells}
     rows = []
     for task in sorted({r.task for r in cells}):
-        row = [escape(task)]
+        row = [escape(task), escape(metrics_label([r for r in cells if r.task == task]))]
         for length in lengths:
             found = by_key.get((task, length))
             if found is None:
@@ -350,9 +380,9 @@ def score_table_html(results: list[CellResult]) -> str:
                 mark = " (FAIL)" if found.outcome == "failed" else ""
                 row.append(f"{100 * found.score:.1f}{mark}")
         rows.append(row)
-    header = ["task", *(f"{format_length(n)} score (%)" for n in lengths)]
+    header = ["task", "metric", *(f"{format_length(n)} score (%)" for n in lengths)]
     return ("<h3>Scores by task and length</h3>"
-            + _table(header, rows, numeric=frozenset(range(1, len(lengths) + 1))))
+            + _table(header, rows, numeric=frozenset(range(2, len(lengths) + 2))))
 
 
 def suite_sections(run_dir: Path, summary: RunSummary,
@@ -367,6 +397,14 @@ def suite_sections(run_dir: Path, summary: RunSummary,
                  _tally_line(tally), look_first_html(mine), skips_html(mine),
                  score_table_html(mine)]
         parts += [_artifact_html(p, siblings) for p in artifacts.get(tally.name, [])]
+        effective = [row for row in summary.effective if row.suite == tally.name]
+        if effective:
+            header, rows = effective_table(effective)
+            parts += ["<h3>Claimed window vs effective length</h3>",
+                      f"<p class='muted'>{escape(effective_legend(summary))}</p>",
+                      _table(header, [[escape(text) for text in row] for row in rows],
+                             ["fail" if row.change == "fell" else "" for row in effective],
+                             frozenset({2, 3}))]
         judged = [row for row in summary.judged if row.suite == tally.name]
         if judged:
             header, rows = judge_table(judged)
@@ -394,7 +432,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     results = read_results(run_dir)
     if not results:
         return
-    run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}))
+    run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}),
+                    samples_note(run_dir), effective_rows(config, results))
     prefix.append(run_header(run_dir, run))
     postfix.extend(suite_sections(run_dir, run, results))
 

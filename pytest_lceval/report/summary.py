@@ -16,8 +16,12 @@ from typing import Any
 
 import pytest
 
+from ..effective.length import EffectiveRow
+from ..effective.plugin import effective_rows
 from ..grid import format_length
 from ..results import CellResult, Judgement
+from ..sample_log import SAMPLES_DIR, logged
+from ..score_metric import range_text
 from .judged import JudgeRow, judge_rows, judge_table
 
 SUMMARY_MD = "summary.md"
@@ -67,6 +71,8 @@ class CellRow:
     reason: str
     failed: tuple[str, ...] = ()
     """Criteria that failed the cell (their messages are in ``reason``)."""
+    metric: str = ""
+    """What the score is, with its range: 'ndcg@10 (0–1)'."""
 
     @property
     def verdict(self) -> str:
@@ -90,6 +96,17 @@ class LengthRow:
     """Cases scored at this length, over every task."""
     seconds_per_case: float
     """Model seconds per case (near 0 for answers already in the store)."""
+    metrics: str = ""
+    """The metrics the tasks' scores are on, e.g. 'string_match_all, subem (0–1)'."""
+
+
+def metrics_label(results: list[CellResult]) -> str:
+    """The distinct metrics of ``results``, with their range when they share one."""
+    names = sorted({r.metric for r in results if r.metric})
+    ranges = {range_text(r.metric_range) for r in results if r.metric}
+    if not names:
+        return ""
+    return ", ".join(names) + (f" ({ranges.pop()})" if len(ranges) == 1 else "")
 
 
 def length_rows(results: list[CellResult]) -> list[LengthRow]:
@@ -103,7 +120,7 @@ def length_rows(results: list[CellResult]) -> list[LengthRow]:
         n = sum(len(scores) for scores in by_task.values())
         rows.append(LengthRow(
             suite, length, sum(sum(v) / len(v) for v in by_task.values()) / len(by_task),
-            len(by_task), n, sum(c.seconds_model for c in cells) / n))
+            len(by_task), n, sum(c.seconds_model for c in cells) / n, metrics_label(cells)))
     return rows
 
 
@@ -123,6 +140,7 @@ class DeltaRow:
     p_value: float = math.nan
     mde: float = math.nan
     n: int = 0
+    metric: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,6 +161,10 @@ class RunSummary:
     lengths: list[LengthRow] = field(default_factory=list)
     judged: list[JudgeRow] = field(default_factory=list)
     """Per judged task: the judge's scored and unreadable cases, agreement and time."""
+    samples: str = ""
+    """Where every case was logged (--lceval-log-samples); "" when it was not."""
+    effective: list[EffectiveRow] = field(default_factory=list)
+    """Claimed window vs effective context length, per suite then its tasks."""
 
     @property
     def ok(self) -> bool:
@@ -163,7 +185,8 @@ def tally(name: str, results: list[CellResult]) -> Tally:
 
 
 def summarize(run: str, results: list[CellResult],
-              suite_verdicts: dict[str, list[Judgement]] | None = None) -> RunSummary:
+              suite_verdicts: dict[str, list[Judgement]] | None = None,
+              samples: str = "", effective: list[EffectiveRow] | None = None) -> RunSummary:
     suites = sorted({r.suite for r in results})
     judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
     worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
@@ -184,13 +207,16 @@ def summarize(run: str, results: list[CellResult],
         gates=[j for suite in sorted(suite_verdicts or {}) for j in (suite_verdicts or {})[suite]],
         lengths=length_rows(results),
         judged=judge_rows(results),
+        samples=samples,
+        effective=effective or [],
     )
 
 
 def _row(result: CellResult) -> CellRow:
     return CellRow(result.nodeid, result.suite, cell_label(result.nodeid), result.score,
                    result.ci_low, result.ci_high, result.n, result.outcome, result.reason,
-                   tuple(j.criterion for j in result.judgements if not j.passed))
+                   tuple(j.criterion for j in result.judgements if not j.passed),
+                   result.metric_label)
 
 
 def _delta(result: CellResult) -> DeltaRow | None:
@@ -208,7 +234,7 @@ def _delta(result: CellResult) -> DeltaRow | None:
         baseline=get("baseline_score"), current=get("baseline_score") + get("baseline_diff"),
         difference=get("baseline_diff"), ci_low=get("baseline_ci_low"),
         ci_high=get("baseline_ci_high"), p_value=get("baseline_p"), mde=get("baseline_mde"),
-        n=int(p.get("baseline_n", 0)),
+        n=int(p.get("baseline_n", 0)), metric=result.metric_label,
     )
 
 
@@ -250,6 +276,27 @@ def headline(summary: RunSummary, marks: bool = True) -> str:
             f"({total.passed}/{total.judged}), {total.skipped} skipped")
 
 
+def effective_legend(summary: RunSummary) -> str:
+    threshold = summary.effective[0].threshold
+    return (f"RULER's: the longest length at which the score, and the score at every shorter "
+            f"length, is at least {threshold:.3f}; a task's score at a length pools its depths, "
+            f"a suite's is the mean over its tasks; ≥ when every length measured holds, < when "
+            f"the shortest misses")
+
+
+def effective_table(rows: list[EffectiveRow]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the claimed-window table, for markdown and HTML alike."""
+    header = ["suite", "task", "claimed window", "effective length", "score by length",
+              "baseline"]
+    body = []
+    for row in rows:
+        moved = f"{row.baseline} → {row.effective} ({row.change})" if row.change else ""
+        body.append([row.suite, row.task or "(all tasks)",
+                     format_length(row.window) if row.window else "–", row.effective,
+                     " · ".join(f"{n} {s:.2f}" for n, s in row.scores.items()), moved])
+    return header, body
+
+
 def _md_cell(text: str) -> str:
     """Keep a value inside its markdown table cell (and out of GitHub's HTML rendering)."""
     text = " ".join(text.split())
@@ -267,12 +314,17 @@ def to_markdown(summary: RunSummary) -> str:
                      f"{percent(t.pass_rate)} |")
     if summary.lengths:
         lines += ["", "**Scores by length** (mean over tasks; N cases)", "",
-                  "| suite | length | score | tasks | N | model s/case |",
-                  "|---|--:|--:|--:|--:|--:|"]
+                  "| suite | length | score | metric | tasks | N | model s/case |",
+                  "|---|--:|--:|---|--:|--:|--:|"]
         for length in summary.lengths:
             lines.append(f"| {length.suite} | {format_length(length.length)} | "
-                         f"{number(length.score)} | {length.tasks} | {length.n} | "
-                         f"{length.seconds_per_case:.2f} |")
+                         f"{number(length.score)} | {_md_cell(length.metrics)} | "
+                         f"{length.tasks} | {length.n} | {length.seconds_per_case:.2f} |")
+    if summary.effective:
+        header, rows = effective_table(summary.effective)
+        lines += ["", f"**Claimed window vs effective length** ({effective_legend(summary)})",
+                  "", "| " + " | ".join(header) + " |", "|---|---|--:|--:|---|---|"]
+        lines += ["| " + " | ".join(_md_cell(text) for text in row) + " |" for row in rows]
     if summary.judged:
         header, rows = judge_table(summary.judged)
         lines += ["", "**Judged tasks** (cases a judge's replies left unreadable are counted, "
@@ -285,26 +337,29 @@ def to_markdown(summary: RunSummary) -> str:
             lines.append(f"| {gate.criterion} | {'✅' if gate.passed else '❌'} "
                          f"{_md_cell(gate.message)} |")
     if summary.worst:
-        lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | N | verdict |",
-                  "|---|--:|--:|---|"]
+        lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | metric | N | verdict |",
+                  "|---|--:|---|--:|---|"]
         for row in summary.worst:
             lines.append(f"| {row.suite} · `{_md_cell(row.label)}` | {number(row.score)} "
-                         f"({number(row.ci_low)}–{number(row.ci_high)}) | {row.n} | "
-                         f"{_md_cell(row.verdict)} |")
+                         f"({number(row.ci_low)}–{number(row.ci_high)}) | "
+                         f"{_md_cell(row.metric)} | {row.n} | {_md_cell(row.verdict)} |")
     if summary.deltas:
         counts = ", ".join(f"{summary.delta_counts[s]} {s}" for s in COMPARISON_STATUSES
                            if summary.delta_counts.get(s))
         lines += ["", f"**Against baseline `{summary.baseline}`:** {counts}", "",
-                  "| cell | baseline | now | Δ (95% CI) | p | detectable drop | status |",
-                  "|---|--:|--:|--:|--:|--:|---|"]
+                  "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
+                  "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
         for d in summary.deltas[:DELTAS_SHOWN]:
-            lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {number(d.baseline)} | "
-                         f"{number(d.current)} | {number(d.difference, True)} "
+            lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {_md_cell(d.metric)} | "
+                         f"{number(d.baseline)} | {number(d.current)} | "
+                         f"{number(d.difference, True)} "
                          f"({number(d.ci_low, True)} to {number(d.ci_high, True)}) | "
                          f"{pvalue(d.p_value)} | {number(d.mde)} | {d.status} |")
         if len(summary.deltas) > DELTAS_SHOWN:
             lines.append(f"\n{len(summary.deltas) - DELTAS_SHOWN} more compared cells in "
                          f"{SUMMARY_JSON} and the HTML report.")
+    if summary.samples:
+        lines += ["", summary.samples]
     return "\n".join(lines) + "\n"
 
 
@@ -312,7 +367,8 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
     """The summary plus one compact row per cell: for dashboards and scripts."""
     cells = [
         {"nodeid": r.nodeid, "suite": r.suite, "task": r.task, "length": r.length,
-         "depth": r.depth, "extra": r.extra, "score": r.score, "ci_low": r.ci_low,
+         "depth": r.depth, "extra": r.extra, "score": r.score, "metric": r.metric,
+         "metric_range": r.metric_range, "metric_about": r.metric_about, "ci_low": r.ci_low,
          "ci_high": r.ci_high, "n": r.n, "outcome": r.outcome, "reason": r.reason,
          "metrics": r.metrics}
         for r in results
@@ -335,9 +391,21 @@ def _strict(value: Any) -> Any:
     return value
 
 
+def samples_note(run_dir: Path) -> str:
+    """Where the run's cases were logged (--lceval-log-samples), or "" when they were not."""
+    files, size = logged(run_dir)
+    if not files:
+        return ""
+    return (f"Every case (prompt as sent, whole output, gold, score, request key) is in "
+            f"`{run_dir / SAMPLES_DIR}`: {files} gzipped JSONL "
+            f"{'file' if files == 1 else 'files'}, one per cell, {size / 1e6:.1f} MB; each "
+            f"results line names its cell's file (`samples_file`).")
+
+
 def write_summary(run_dir: Path, results: list[CellResult],
-                  suite_verdicts: dict[str, list[Judgement]] | None = None) -> RunSummary:
-    summary = summarize(run_dir.name, results, suite_verdicts)
+                  suite_verdicts: dict[str, list[Judgement]] | None = None,
+                  effective: list[EffectiveRow] | None = None) -> RunSummary:
+    summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir), effective)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
     (run_dir / SUMMARY_JSON).write_text(
@@ -351,4 +419,4 @@ def write_summary(run_dir: Path, results: list[CellResult],
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult],
                                  suite_verdicts: dict[str, list[Judgement]]) -> None:
-    write_summary(run_dir, results, suite_verdicts)
+    write_summary(run_dir, results, suite_verdicts, effective_rows(config, results))

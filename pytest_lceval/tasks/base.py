@@ -12,6 +12,7 @@ from ..data import DataSource
 from ..grid import Cell
 from ..models.base import Renderer, Tokenizer
 from ..records import Case
+from ..score_metric import ScoreMetric
 
 
 class CellDoesNotFit(Exception):
@@ -40,6 +41,11 @@ class GenerationTask(Protocol):
     # Read-only properties, so that frozen dataclasses satisfy the protocol.
     @property
     def name(self) -> str: ...
+
+    @property
+    def metric(self) -> ScoreMetric:
+        """What ``score`` measures (its name and range), named by every result."""
+        ...
 
     @property
     def uses_depth(self) -> bool:

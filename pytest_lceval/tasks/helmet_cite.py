@@ -31,6 +31,7 @@ from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..metrics import OUTPUT_PREFIX, helmet_scored
 from ..records import Case, Prompt
+from ..score_metric import RECALL_AT_5, STR_EM, ScoreMetric
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .cite_metrics import (
     Document,
@@ -86,6 +87,11 @@ class CiteTask:
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = MAX_NEW_TOKENS
+
+    @property
+    def metric(self) -> ScoreMetric:
+        """Correctness as ALCE measures it for the kind of answer."""
+        return STR_EM if self.kind == "asqa" else RECALL_AT_5
 
     def missing_data(self, data: DataSource) -> str | None:
         return missing(data, self.alce_file, self.demo_file)

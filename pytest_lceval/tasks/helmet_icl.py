@@ -25,6 +25,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..metrics import helmet_parse_output, normalize_answer
 from ..records import Case
+from ..score_metric import LABEL_ACCURACY, ScoreMetric
 from .base import BuildContext, GenerationTask
 from .fitting import Fitted, Frame, fit
 from .helmet_icl_data import (
@@ -180,6 +182,7 @@ class DemoFill:
 class IclTask:
     """One ICL data set; cells differ by length only."""
 
+    metric: ClassVar[ScoreMetric] = LABEL_ACCURACY
     name: str
     layout: Layout
     uses_depth: bool = False

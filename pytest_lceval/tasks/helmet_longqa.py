@@ -68,6 +68,7 @@ from ..judge.rubrics import RUBRICS, Rubric
 from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer, rouge_f1
 from ..models.base import Tokenizer
 from ..records import Case
+from ..score_metric import CHOICE_ACCURACY, ROUGE_L_F1, ScoreMetric
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .fitting import Fitted, Frame, fit, window
 from .helmet_longqa_data import (
@@ -278,7 +279,9 @@ class LongQATask:
     read: Callable[[Path], Collection]
     style: Style
     source: str
-    metric: Callable[[str, Sequence[str]], float]
+    scorer: Callable[[str, Sequence[str]], float]
+    metric: ScoreMetric
+    """What ``scorer`` measures."""
     chance: float | None = None
     """A uniform guess's expected score (multiple choice), recorded per case."""
     uses_depth: bool = False
@@ -292,7 +295,7 @@ class LongQATask:
         return self.layout.missing(data)
 
     def score(self, output: str, case: Case) -> float:
-        return self.metric(helmet_scored(output, case.meta), case.gold)
+        return self.scorer(helmet_scored(output, case.meta), case.gold)
 
     def collection(self, data: DataSource) -> Collection:
         return self.read(self.layout.path(data, self.name))
@@ -415,10 +418,10 @@ class InfBenchTask(LongQATask):
 
 TASKS: tuple[GenerationTask, ...] = (
     NarrativeQATask("narrativeqa", NARRATIVEQA_LAYOUT, read_narrativeqa, NARRATIVEQA_STYLE,
-                    f"substitute:{NARRATIVEQA}", rouge_l_f1),
+                    f"substitute:{NARRATIVEQA}", rouge_l_f1, ROUGE_L_F1),
     InfBenchTask("infbench_qa_leval", LEVAL_QA_LAYOUT, read_leval_qa, INFBENCH_QA_STYLE,
-                 f"substitute:{LEVAL}/natural_question", rouge_l_f1),
+                 f"substitute:{LEVAL}/natural_question", rouge_l_f1, ROUGE_L_F1),
     InfBenchTask("infbench_choice_leval", LEVAL_CHOICE_LAYOUT, read_leval_choice,
                  INFBENCH_CHOICE_STYLE, f"substitute:{LEVAL}/quality", choice_match,
-                 chance=1 / len(LETTERS)),
+                 CHOICE_ACCURACY, chance=1 / len(LETTERS)),
 )

@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from ..data import DataError, DataSource, read_jsonl
 from ..grid import Cell, case_seed
@@ -61,6 +61,7 @@ from ..helmet.nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
 from ..helmet.passages import Doc, pack, place, position_depth, render_docs
 from ..metrics import helmet_parse_output, normalize_answer, substring_exact_match
 from ..records import Case, Prompt
+from ..score_metric import SUBEM, ScoreMetric
 from .base import BuildContext
 from .recall_common import answer_separator
 
@@ -143,6 +144,7 @@ class Material:
 class RagTask:
     """One RAG data set; ``load`` gives its material for a seed and its per-case demos."""
 
+    metric: ClassVar[ScoreMetric] = SUBEM
     name: str
     uses_depth: bool = True
     use_chat_template: bool = USE_CHAT_TEMPLATE

@@ -38,12 +38,14 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytrec_eval
 
 from ..data import DataError, DataSource
 from ..grid import Cell, case_seed
 from ..records import Case
+from ..score_metric import NDCG_AT_10, ScoreMetric
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .fitting import Frame, fit, window
 from .helmet_rerank_data import PERMUTATIONS, Candidate, Listing, RerankData, load, missing
@@ -122,6 +124,7 @@ class _Context:
 class RerankTask:
     """See the module docstring."""
 
+    metric: ClassVar[ScoreMetric] = NDCG_AT_10
     name: str = "msmarco_rerank"
     uses_depth: bool = False
     use_chat_template: bool = False

@@ -58,6 +58,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
@@ -65,6 +66,7 @@ from ..judge.rubrics import RUBRICS, Rubric
 from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, rouge_f1
 from ..models.base import Renderer
 from ..records import Case
+from ..score_metric import ROUGE_LSUM_F1, ScoreMetric
 from .base import BuildContext, GenerationTask
 from .fitting import Fitted, Frame, fit
 from .helmet_longqa import OMITTED, Context, Truncation
@@ -213,6 +215,8 @@ def answer_prefix(renderer: Renderer) -> str:
 class SummTask:
     """One summarisation data set, judged by ``rubric``; cells differ by length only."""
 
+    metric: ClassVar[ScoreMetric] = ROUGE_LSUM_F1
+    """The rule metric ``score`` computes (the cells' scores are the rubric's)."""
     name: str
     variants: tuple[tuple[Release, Mapping[str, Template]], ...]
     """The files the task reads, the first present one used, each with its prompt per

@@ -30,11 +30,12 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..data import DataSource
 from ..grid import Cell, case_seed
 from ..records import Case, Prompt
+from ..score_metric import NUMBER_ACCURACY, ScoreMetric
 from .articles import ArticlePool, load_pool
 from .base import BuildContext, CellDoesNotFit
 from .longbench_text import (
@@ -97,6 +98,8 @@ class Layout:
 class LongBenchTask(ABC):
     """What the tasks share: the case loop, the budget, the context format."""
 
+    metric: ClassVar[ScoreMetric] = NUMBER_ACCURACY
+    """The reference's ``acc_score``; a task scored otherwise declares its own."""
     name: str
     max_new_tokens: int
     """The reference's generation budget (``config/dataset2maxlen.json``)."""
@@ -216,6 +219,10 @@ def _require(passages: list[Passage], what: str, room: int, budget: int) -> list
 
 
 class KVRetrieval(LongBenchTask):
+    metric: ClassVar[ScoreMetric] = ScoreMetric(
+        "accuracy", "1 when the last UUID of the answer is the gold value (100-LongBench's "
+                    "kv_retrieval_score)")
+
     def layout(self, draw: Draw) -> Layout:
         rng, packer = draw.rng, draw.packer
         keys = [_random_key(rng) for _ in range(KV_PAIRS + 1)]
@@ -422,6 +429,8 @@ class SingleDocQA(AboutArticles):
     (``longbench_judged.py``) bring their own questions, a rubric and an open-answer metric.
     """
 
+    metric: ClassVar[ScoreMetric] = ScoreMetric(
+        "accuracy", "1 when the answer's first yes or no is the gold one")
     scorer: Scorer = score_yes_no
     question_format: str = YES_NO_INPUT
     chance: float = 0.5

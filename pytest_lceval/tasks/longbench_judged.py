@@ -35,10 +35,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import ClassVar
 
 from ..data import DataSource, read_jsonl
 from ..judge.rubrics import RUBRICS, Rubric
 from ..records import Case, Prompt
+from ..score_metric import QA_F1, ROUGE_L_F1, ScoreMetric
 from .articles import Article, ArticlePool, load_pool
 from .longbench import AboutArticles, Draw, Question, Scorer, SingleDocQA, pinned_numbers
 from .longbench_text import (
@@ -89,6 +91,8 @@ def score_qa_f1(output: str, case: Case) -> float:
 class OpenQA(SingleDocQA):
     """``single_doc_qa``: an open question about one passage (see the module docstring)."""
 
+    metric: ClassVar[ScoreMetric] = QA_F1
+    """The rule metric ``score`` computes (the cells' scores are the rubric's)."""
     scorer: Scorer = score_qa_f1
     question_format: str = "{question}"
     chance: float = 0.0
@@ -128,6 +132,8 @@ class Summary(AboutArticles):
     """``single_doc_sum`` (``documents`` 1) and ``multi_doc_sum`` (2): summarise the listed
     passages; the reference summary is the gold (two joined for two documents)."""
 
+    metric: ClassVar[ScoreMetric] = ROUGE_L_F1
+    """The rule metric ``score`` computes (the cells' scores are the rubric's)."""
     template: str = SINGLE_SUM_PROMPT
     instruction: str = SINGLE_SUM_INSTRUCTION
     documents: int = 1

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..grid import Cell, case_seed
 from ..metrics import OUTPUT_PREFIX, helmet_scored, string_match_all
 from ..models.base import Renderer
 from ..records import Case
+from ..score_metric import STRING_MATCH_ALL, ScoreMetric
 from .base import BuildContext
 from .fitting import Fitted
 from .haystack_text import Context, Piece, insert_at_depth
@@ -85,6 +86,7 @@ class WholeContextTask:
     """A recall task with no depth axis (its items spread over the whole context) scored by
     RULER's string_match_all: VT, CWE and FWE differ only in how they draw one case."""
 
+    metric: ClassVar[ScoreMetric] = STRING_MATCH_ALL
     name: str = ""
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE

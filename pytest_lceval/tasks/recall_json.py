@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..grid import Cell
 from ..metrics import helmet_parse_output, helmet_scored, substring_exact_match
 from ..models.base import Tokenizer
 from ..records import Case
+from ..score_metric import SUBEM, ScoreMetric
 from .base import BuildContext
 from .fitting import Frame, fit
 from .haystack_items import fill, shared_stream
@@ -71,6 +73,7 @@ def _close(joined: str) -> str:
 class JsonKvTask:
     """See the module docstring. (Not frozen: GenerationTask declares settable attributes.)"""
 
+    metric: ClassVar[ScoreMetric] = SUBEM
     name: str = "json_kv"
     uses_depth: bool = True
     use_chat_template: bool = USE_CHAT_TEMPLATE

@@ -26,10 +26,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..grid import Cell
 from ..metrics import helmet_scored, string_match_all
 from ..records import Case
+from ..score_metric import STRING_MATCH_ALL, ScoreMetric
 from .base import BuildContext
 from .fitting import Frame, fit
 from .haystack_items import fill, shared_stream
@@ -98,6 +100,7 @@ class Draws:
 class NiahTask:
     """A RULER NIAH variant; see the module docstring for the prompt and the placement."""
 
+    metric: ClassVar[ScoreMetric] = STRING_MATCH_ALL
     name: str
     haystack: str
     """'noise' (one repeated line), 'essay' (natural prose) or 'needle' (distractor needles)."""

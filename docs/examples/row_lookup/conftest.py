@@ -10,6 +10,7 @@ from pytest_lceval.criteria import Assessment, VerdictPolicy
 from pytest_lceval.grid import Cell, case_seed
 from pytest_lceval.records import GenerateRequest, Prompt
 from pytest_lceval.results import Judgement
+from pytest_lceval.score_metric import ScoreMetric
 from pytest_lceval.stats import mean_ci
 from pytest_lceval.suite import CellSkipped, Suite
 
@@ -28,6 +29,7 @@ class RowsCell(Cell):
 class RowLookup(Suite):
     name = "row_lookup"
     policy = VerdictPolicy(("above_chance", "baseline"))
+    metric = ScoreMetric("accuracy", "1 when the answer holds the word of the row asked about")
 
     def grid(self, settings):
         return [RowsCell(self.name, "lookup", 0, depth, settings.samples, rows=rows)
