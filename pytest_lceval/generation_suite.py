@@ -18,7 +18,7 @@ from .prior_knowledge import exclude_known
 from .progress import CellProgress
 from .records import Case
 from .reference_tokenizer import ReferenceTokenizer
-from .results import SAMPLE_CHARS, CellResult, clip_sample
+from .results import SAMPLE_CHARS, CellResult, clip_sample, failing_first
 from .sample_log import generated_case
 from .score_metric import ScoreMetric
 from .settings import Settings
@@ -28,7 +28,7 @@ from .tasks.base import CellDoesNotFit, GenerationTask
 from .workers import worker_label
 
 SAMPLES_KEPT = 3
-"""Prompts/outputs kept per cell for reports."""
+"""Prompts/outputs kept per cell for reports, the lowest-scoring first."""
 NEEDS_JUDGE = "a judge model (--lceval-judge=SPEC)"
 """What a judged task lacks in a run that names no judge."""
 LENGTH_SWEEP = VerdictPolicy(("longscore", "threshold", "baseline"),
@@ -195,10 +195,10 @@ class GenerationSuite(Suite):
         result.input_tokens_max = max((c.total_tokens for c in cases), default=0)
         result.depths_achieved = [case.depth for case in cases]
         result.samples = [
-            {"prompt": clip_sample(case.prompt), "gold": list(case.gold),
-             "output": text[:SAMPLE_CHARS], "score": s}
-            for case, text, s in list(zip(cases, outputs, scored.scores, strict=True))
-            [:SAMPLES_KEPT]
+            {"index": cases[i].index, "prompt": clip_sample(cases[i].prompt, cases[i].gold),
+             "gold": list(cases[i].gold), "output": outputs[i][:SAMPLE_CHARS],
+             "score": scored.scores[i]}
+            for i in failing_first(scored.scores, SAMPLES_KEPT)
         ]
         evaluator.log_cases(result, [
             generated_case(case, answer, score)

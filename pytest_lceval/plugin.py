@@ -130,7 +130,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"{','.join(format_depth(d) for d in settings.depths)}, "
             f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
         _batching_line(settings),
-        *(line for suite in suites_of(config).values() for line in suite.header()),
     ]
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from . import strict_json
 from .score_metric import ScoreMetric, range_text
 
 RESULTS_FILE = "results.jsonl"
@@ -95,6 +95,12 @@ class CellResult:
     """Every case of the cell, under --lceval-log-samples: a gzipped JSONL file, relative to the
     run folder (sample_log.py); "" when not logged."""
 
+    @property
+    def measured(self) -> bool:
+        """Whether the cell has a score, whatever its verdict: an undefined LongScore skips the
+        verdict, not the measurement, and reports show the score."""
+        return not math.isnan(self.score)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -117,9 +123,10 @@ class CellResult:
 
 
 def append_result(run_dir: Path, result: CellResult) -> None:
-    """Append one line; a file lock keeps lines whole when xdist workers write at once."""
+    """Append one line of strict JSON (``strict_json``); a file lock keeps lines whole when
+    xdist workers write at once."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(result.to_json(), sort_keys=True, allow_nan=True)
+    line = strict_json.dumps(result.to_json(), sort_keys=True)
     with FileLock(str(run_dir / (RESULTS_FILE + ".lock"))), \
             open(run_dir / RESULTS_FILE, "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
@@ -133,26 +140,54 @@ def read_results(run_dir: Path) -> list[CellResult]:
     by_node: dict[str, CellResult] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            result = CellResult.from_json(json.loads(line))
+            result = CellResult.from_json(strict_json.loads(line))
             by_node[result.nodeid] = result
     return [by_node[node] for node in sorted(by_node)]
 
 
 def write_merged(run_dir: Path, results: Iterable[CellResult]) -> None:
     """Rewrite results.jsonl sorted by test id, so -n 2 and -n 0 give the same file."""
-    lines = [json.dumps(r.to_json(), sort_keys=True, allow_nan=True) for r in results]
+    lines = [strict_json.dumps(r.to_json(), sort_keys=True) for r in results]
     (run_dir / RESULTS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     (run_dir / (RESULTS_FILE + ".lock")).unlink(missing_ok=True)
 
 
 SAMPLE_CHARS = 600
 """Characters kept of each sample prompt's head and tail, and of each output."""
+WINDOW_CHARS = 400
+"""Characters kept on each side of the gold answer's first place in the prompt's middle."""
+FOCUS_MIN_CHARS = 3
+"""Shorter gold strings ('A', 'no') match anywhere, so they place no window."""
 
 
-def clip_sample(text: str) -> str:
-    """A prompt or output cut to its start and end for reports: samples show what the model
-    read without writing 128k-token prompts into every result line."""
+def clip_sample(text: str, focus: Sequence[str] = ()) -> str:
+    """A prompt or output cut for reports: its start and end, and a window around the first
+    place in the elided middle where a ``focus`` string (a gold answer: the needle's value,
+    the gold passage's answer) occurs, so that a sample of a failed recall shows what the
+    model should have found. Samples show what the model read without writing 128k-token
+    prompts into every result line."""
     if len(text) <= 2 * SAMPLE_CHARS:
         return text
-    return f"{text[:SAMPLE_CHARS]}\n[... {len(text) - 2 * SAMPLE_CHARS} characters ...]\n" \
-           f"{text[-SAMPLE_CHARS:]}"
+    head, tail = SAMPLE_CHARS, len(text) - SAMPLE_CHARS
+    found = [(at, len(gold)) for gold in focus if len(gold) >= FOCUS_MIN_CHARS
+             and (at := text.find(gold, head, tail)) >= 0]
+    pieces = [text[:head]]
+    if found:
+        at, size = min(found)
+        start, end = max(head, at - WINDOW_CHARS), min(tail, at + size + WINDOW_CHARS)
+        pieces += [_elided(start - head), text[start:end]]
+        head = end
+    pieces += [_elided(tail - head), text[tail:]]
+    return "".join(piece for piece in pieces if piece)
+
+
+def _elided(count: int) -> str:
+    return f"\n[... {count} characters ...]\n" if count else ""
+
+
+def failing_first(scores: Sequence[float | None], kept: int) -> list[int]:
+    """Indices of the cases a cell keeps as samples: the lowest scores first (an unscored case
+    before all), ties in case order, so that a failed cell shows the cases that failed it."""
+    order = sorted(range(len(scores)),
+                   key=lambda i: (scores[i] is not None, scores[i] or 0.0, i))
+    return order[:kept]

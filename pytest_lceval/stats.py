@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -32,11 +33,25 @@ def mean_ci(scores: Sequence[float], level: float = 0.95) -> tuple[float, float,
 
 
 # -- paired comparison against a saved run (--lceval-compare) ---------------------------------
+#
+# One footing for every number of a comparison: the verdict, its p, its interval and its minimum
+# detectable drop all come from the exact paired test of the per-case differences (the sign of
+# each pair's difference is exchangeable under "no difference"). For 0/1 scores that test is
+# the exact McNemar test; for graded scores it is the sign-flip permutation test. Neither can
+# reach p < 0.05 with fewer than six cases moving the same way, so with N < 6 nothing is
+# detectable and nothing is significant, whatever the scores.
 
 ALPHA = 0.05
 """Two-sided significance level of the paired regression test."""
 POWER = 0.8
 """Power at which the minimum detectable drop is stated."""
+EXACT_SIGNS = 14
+"""Up to this many cases the sign-flip test enumerates every sign pattern (2^14 = 16,384);
+beyond, it draws MONTE_CARLO_SIGNS patterns with a fixed seed, so a cell's verdict is the same
+in every run."""
+MONTE_CARLO_SIGNS = 9999
+SCORE_RANGE = (-1.0, 1.0)
+"""A difference of two means of 0..1 scores; every interval is clipped to it."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +59,7 @@ class PairedComparison:
     """One cell's per-case scores against a saved run's scores for the same cases."""
 
     test: str
-    """'mcnemar-exact' (every score 0/1) or 'paired-t' (graded scores)."""
+    """'mcnemar-exact' (every score 0/1) or 'sign-flip' (graded scores)."""
     n: int
     """Cases paired (present in both runs)."""
     baseline: float
@@ -53,11 +68,13 @@ class PairedComparison:
     """current - baseline; negative means worse."""
     ci_low: float
     ci_high: float
-    """Two-sided (1 - alpha) interval of the difference."""
+    """Two-sided (1 - alpha) interval of the difference, within [-1, 1]; it excludes 0 exactly
+    when p < alpha (see newcombe_paired and inverted_sign_flip)."""
     p_value: float
     """Two-sided p of 'no difference'; NaN when there are too few cases to test."""
     mde: float
-    """Smallest drop this test detects with 80 % power at this N (see minimum_detectable_drop)."""
+    """Smallest drop this test detects with 80 % power at this N (see minimum_detectable_drop);
+    inf when N is below fewest_decisive()."""
     worse: int
     """Cases whose score went down."""
     better: int
@@ -79,8 +96,9 @@ class PairedComparison:
     @property
     def status(self) -> str:
         """'regressed' (the failing one), 'small-drop' (significant, below min_drop),
-        'improved', 'inconclusive' (a difference, not significant) or 'unchanged' (none)."""
-        if self.difference == 0:
+        'improved', 'inconclusive' (cases changed, not significantly) or 'unchanged' (every
+        case scored the same in both runs)."""
+        if self.worse == self.better == 0:
             return "unchanged"
         if not self.significant:
             return "inconclusive"
@@ -91,13 +109,8 @@ class PairedComparison:
 
 def paired_comparison(baseline: Sequence[float], current: Sequence[float], min_drop: float,
                       alpha: float = ALPHA) -> PairedComparison:
-    """Paired test of current vs baseline scores, case i against case i.
-
-    0/1 scores get the exact McNemar test: only discordant pairs carry information, and under
-    'no difference' each is equally likely to go either way (a binomial test at 1/2). Graded
-    scores get the paired t-test; it is deterministic (a bootstrap would need its own seed) and
-    sound for bounded scores at the N of a cell.
-    """
+    """Paired test of current vs baseline scores, case i against case i (see the section
+    comment above)."""
     base = np.asarray(baseline, dtype=float)
     cur = np.asarray(current, dtype=float)
     if base.shape != cur.shape:
@@ -107,8 +120,9 @@ def paired_comparison(baseline: Sequence[float], current: Sequence[float], min_d
         raise ValueError("no paired cases to compare")
     worse, better = int(np.sum(cur < base)), int(np.sum(cur > base))
     binary = bool(np.all(np.isin(base, (0.0, 1.0))) and np.all(np.isin(cur, (0.0, 1.0))))
-    test = _mcnemar if binary else _paired_t
-    name, p_value, ci_low, ci_high, sd = test(base, cur, worse, better, alpha)
+    test = _mcnemar if binary else _sign_flip
+    name, p_value, ci_low, ci_high = test(base, cur, alpha)
+    sd = float((cur - base).std()) if n > 1 else 0.0
     return PairedComparison(
         test=name, n=n, baseline=float(base.mean()), current=float(cur.mean()),
         difference=float(cur.mean() - base.mean()), ci_low=ci_low, ci_high=ci_high,
@@ -117,61 +131,188 @@ def paired_comparison(baseline: Sequence[float], current: Sequence[float], min_d
     )
 
 
-_TestOutcome = tuple[str, float, float, float, float]
-"""(test name, p, CI low, CI high, standard deviation of the per-case differences)."""
+_TestOutcome = tuple[str, float, float, float]
+"""(test name, p, CI low, CI high)."""
 
 
-def _mcnemar(base: np.ndarray, cur: np.ndarray, worse: int, better: int,
-             alpha: float) -> _TestOutcome:
-    """Exact McNemar: ``worse`` ~ Binomial(discordant, 1/2) under 'no difference'. The null is
-    symmetric, so the two-sided p is twice the smaller tail (what scipy.stats.binomtest returns
-    for p = 1/2, computed here without its overhead so that simulations stay fast). The CI is the
-    exact (Clopper-Pearson) interval of P(worse | discordant) mapped to the difference, so it
-    excludes 0 exactly when p < alpha."""
-    n, discordant = len(base), worse + better
-    # Standard deviation of d_i in {-1, 0, 1}: E[d^2] - E[d]^2.
-    sd = math.sqrt(max(discordant / n - ((better - worse) / n) ** 2, 0.0))
-    if discordant == 0:
-        return "mcnemar-exact", 1.0, 0.0, 0.0, sd
-    p_value = min(1.0, 2.0 * float(stats.binom.cdf(min(worse, better), discordant, 0.5)))
-    share_low = float(stats.beta.ppf(alpha / 2, worse, better + 1)) if worse else 0.0
-    share_high = float(stats.beta.ppf(1 - alpha / 2, worse + 1, better)) if better else 1.0
-    scale = discordant / n
-    return ("mcnemar-exact", p_value, scale * (1 - 2 * share_high), scale * (1 - 2 * share_low),
-            sd)
+def _mcnemar(base: np.ndarray, cur: np.ndarray, alpha: float) -> _TestOutcome:
+    """Exact McNemar: the cases that got worse ~ Binomial(discordant, 1/2) under 'no
+    difference'; the null is symmetric, so the two-sided p is twice the smaller tail (what
+    scipy.stats.binomtest returns for p = 1/2, without its overhead, so that simulations stay
+    fast). The interval: Newcombe's, widened to the test's own where that is wider
+    (``mcnemar_interval``)."""
+    both = int(np.sum((base == 1) & (cur == 1)))
+    worse = int(np.sum((base == 1) & (cur == 0)))
+    better = int(np.sum((base == 0) & (cur == 1)))
+    neither = len(base) - both - worse - better
+    discordant = worse + better
+    p_value = 1.0 if discordant == 0 else \
+        min(1.0, 2.0 * float(stats.binom.cdf(min(worse, better), discordant, 0.5)))
+    low, high = mcnemar_interval(both, worse, better, neither, alpha)
+    return "mcnemar-exact", p_value, low, high
 
 
-def _paired_t(base: np.ndarray, cur: np.ndarray, worse: int, better: int,
-              alpha: float) -> _TestOutcome:
-    """Paired t on d = current - baseline (scipy.stats.ttest_rel's statistic, written out so
-    that simulations stay fast). Zero variance is decided explicitly, not left to NaN:
-    identical runs are 'no difference' (p = 1), a constant non-zero shift is decisive (p = 0)."""
+def mcnemar_interval(both: int, worse: int, better: int, neither: int,
+                     alpha: float = ALPHA) -> tuple[float, float]:
+    """Interval of current - baseline for paired 0/1 scores: the hull of Newcombe's hybrid
+    score interval (``newcombe_paired``, the recommended interval for paired proportions) and
+    the exact McNemar test's own interval (Clopper-Pearson for the share of discordant cases
+    that got worse, scaled by the discordant share).
+
+    Newcombe's covers the difference as it should (the test's own alone conditions on the
+    discordant share and undercovers one-way drops badly, down to 50 % at N = 100), but it can
+    exclude 0 where the exact test cannot reject (three cases of three worse: p = 0.25). The
+    test's own interval excludes 0 exactly when p < alpha, and Newcombe's excludes it whenever
+    p < alpha (tests/test_baseline_stats.py checks every table up to N = 60), so the hull
+    keeps Newcombe's coverage and agrees with the verdict.
+    """
+    n = both + worse + better + neither
+    share_low, share_high = _worse_share(worse, better, alpha)
+    scale = (worse + better) / n
+    exact = (scale * (1 - 2 * share_high), scale * (1 - 2 * share_low))
+    newcombe = newcombe_paired(both, worse, better, neither, alpha)
+    return max(SCORE_RANGE[0], min(exact[0], newcombe[0])), \
+        min(SCORE_RANGE[1], max(exact[1], newcombe[1]))
+
+
+def newcombe_paired(both: int, worse: int, better: int, neither: int,
+                    alpha: float = ALPHA) -> tuple[float, float]:
+    """Newcombe's (1998) method 10 for the difference of paired proportions, current minus
+    baseline: Wilson intervals of the two marginal proportions (scipy), combined with the
+    correlation of the pairs (phi, its numerator continuity-corrected as published). It stays
+    within [-1, 1]."""
+    n = both + worse + better + neither
+    p_base, p_cur = (both + worse) / n, (both + better) / n
+    base_low, base_high = _wilson(both + worse, n, alpha)
+    cur_low, cur_high = _wilson(both + better, n, alpha)
+    margins = (both + worse) * (better + neither) * (both + better) * (worse + neither)
+    cross = both * neither - worse * better
+    corrected = cross - n / 2 if cross > n / 2 else min(cross, 0)
+    phi = corrected / math.sqrt(margins) if margins else 0.0
+    difference = p_cur - p_base
+    down_cur, up_base = p_cur - cur_low, base_high - p_base
+    up_cur, down_base = cur_high - p_cur, p_base - base_low
+    low = difference - math.sqrt(max(down_cur**2 - 2 * phi * down_cur * up_base + up_base**2, 0))
+    high = difference + math.sqrt(max(up_cur**2 - 2 * phi * up_cur * down_base
+                                      + down_base**2, 0))
+    return max(SCORE_RANGE[0], low), min(SCORE_RANGE[1], high)
+
+
+@lru_cache(maxsize=4096)
+def _worse_share(worse: int, better: int, alpha: float) -> tuple[float, float]:
+    """Clopper-Pearson interval of the share of discordant cases that got worse ((0, 0) with
+    no discordant case, which the scale then zeroes)."""
+    if worse + better == 0:
+        return 0.0, 0.0
+    low = float(stats.beta.ppf(alpha / 2, worse, better + 1)) if worse else 0.0
+    high = float(stats.beta.ppf(1 - alpha / 2, worse + 1, better)) if better else 1.0
+    return low, high
+
+
+@lru_cache(maxsize=4096)
+def _wilson(successes: int, n: int, alpha: float) -> tuple[float, float]:
+    interval = stats.binomtest(successes, n).proportion_ci(1 - alpha, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def _sign_flip(base: np.ndarray, cur: np.ndarray, alpha: float) -> _TestOutcome:
+    """The sign-flip permutation test of the mean paired difference (scipy.stats.
+    permutation_test with permutation_type='samples' gives the same p; it is computed here on
+    one fixed set of sign patterns, so that the interval can invert the very same test and
+    simulations stay fast). No distribution is assumed, so a bounded, lumpy score is tested as
+    it is (a paired t-test called three cases p = 0.01). The interval: every shift of the
+    differences the same test does not reject (``inverted_sign_flip``)."""
     diff = cur - base
-    n, mean = len(diff), float(diff.mean())
-    if n < 2:
-        return "paired-t", math.nan, math.nan, math.nan, 0.0
-    sd = float(diff.std(ddof=1))
-    if sd == 0.0:
-        return "paired-t", 1.0 if mean == 0.0 else 0.0, mean, mean, 0.0
-    error = sd / math.sqrt(n)
-    p_value = float(2.0 * stats.t.sf(abs(mean) / error, n - 1))
-    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * error
-    return "paired-t", p_value, mean - half, mean + half, sd
+    if len(diff) < 2:
+        return "sign-flip", math.nan, math.nan, math.nan
+    test = SignFlip(diff)
+    p_value = test.p(0.0)
+    low, high = inverted_sign_flip(test, alpha)
+    return "sign-flip", p_value, low, high
+
+
+class SignFlip:
+    """The sign-flip test of 'the mean difference is ``shift``' on paired differences: under it
+    each ``difference - shift`` is as likely positive as negative. Exact (every sign pattern)
+    up to EXACT_SIGNS cases, else MONTE_CARLO_SIGNS seeded patterns, whose p counts the
+    observed pattern too ((1 + hits) / (1 + draws)), as permutation tests do."""
+
+    def __init__(self, differences: np.ndarray) -> None:
+        self.differences = differences
+        self.signs, self._sign_sums, self.exact = _sign_patterns(len(differences))
+        self._flipped = self.signs @ differences  # [patterns]
+
+    def p(self, shift: float) -> float:
+        observed = abs(float(self.differences.sum()) - shift * len(self.differences))
+        null = np.abs(self._flipped - shift * self._sign_sums)
+        hits = int(np.sum(null >= observed - 1e-9 * max(1.0, observed)))
+        if self.exact:
+            return min(1.0, hits / len(self.signs))
+        return min(1.0, (1 + hits) / (1 + len(self.signs)))
+
+
+def inverted_sign_flip(test: SignFlip, alpha: float = ALPHA,
+                       steps: int = 30) -> tuple[float, float]:
+    """The (1 - alpha) interval of the mean difference: the shifts the test does not reject,
+    found by bisection and clipped to [-1, 1]. It excludes 0 exactly when the test rejects 0:
+    when it does, the bound on 0's side is sought between the mean and 0; when it does not,
+    both bounds are sought beyond 0."""
+    mean = float(test.differences.mean())
+
+    def bound(accepted: float, rejected: float) -> float:
+        """The last shift accepted on the way from ``accepted`` to ``rejected``."""
+        for _ in range(steps):
+            middle = (accepted + rejected) / 2
+            if test.p(middle) >= alpha:
+                accepted = middle
+            else:
+                rejected = middle
+        return accepted
+
+    def outer(accepted: float, edge: float) -> float:
+        return edge if test.p(edge) >= alpha else bound(accepted, edge)
+
+    low, high = SCORE_RANGE
+    if test.p(0.0) >= alpha:
+        return outer(min(mean, 0.0), low), outer(max(mean, 0.0), high)
+    if mean < 0:
+        return outer(mean, low), bound(mean, 0.0)
+    return bound(mean, 0.0), outer(mean, high)
+
+
+@lru_cache(maxsize=64)
+def _sign_patterns(n: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """([patterns, n] of +-1, their row sums [patterns], whether they are all 2^n of them)."""
+    if n <= EXACT_SIGNS:
+        codes = np.arange(2**n)[:, None] >> np.arange(n)[None, :]  # [2^n, n]
+        signs, exact = np.where(codes & 1, 1.0, -1.0), True
+    else:
+        rng = np.random.default_rng(n)
+        signs, exact = rng.choice(np.array([-1.0, 1.0]), size=(MONTE_CARLO_SIGNS, n)), False
+    return signs, signs.sum(axis=1), exact
+
+
+def fewest_decisive(alpha: float = ALPHA) -> int:
+    """The fewest cases that, all moving the same way, give p < alpha in either exact test
+    (6 at alpha = 0.05): with fewer cases nothing is significant."""
+    fewest = 1
+    while 2 * 0.5**fewest >= alpha:
+        fewest += 1
+    return fewest
 
 
 def minimum_detectable_drop(sd: float, n: int, alpha: float = ALPHA,
                             power: float = POWER) -> float:
     """The drop detected with ``power`` at two-sided ``alpha``, given the per-case differences'
-    standard deviation ``sd`` observed in this comparison (normal approximation).
+    standard deviation ``sd`` observed in this comparison (normal approximation of the exact
+    tests above, which it matches as N grows).
 
-    Never below the granularity of the exact test: the fewest cases that must all move the same
-    way before p < alpha (6 at alpha = 0.05), divided by N. This also gives identical runs
-    (sd = 0) an honest answer instead of 0; with fewer cases than that, no drop is detectable
-    (inf).
+    Never below the granularity of the exact tests: the fewest cases that must all move the
+    same way before p < alpha (``fewest_decisive``), divided by N. This also gives identical
+    runs (sd = 0) an honest answer instead of 0; with fewer cases than that, no drop is
+    detectable (inf), and no verdict can be significant either.
     """
-    fewest = 1
-    while 2 * 0.5**fewest >= alpha:
-        fewest += 1
+    fewest = fewest_decisive(alpha)
     if n < fewest:
         return math.inf
     normal = NormalDist()

@@ -109,7 +109,7 @@ class Suite(ABC):
         return {}
 
     def header(self) -> list[str]:
-        """Lines for pytest's report header."""
+        """Start-up lines, printed before the run's plan when the suite has cells in it."""
         return []
 
     def summarize(self, run_dir: Path, results: list[CellResult]) -> list[str]:

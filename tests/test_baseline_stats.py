@@ -6,9 +6,17 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
-from pytest_lceval.stats import minimum_detectable_drop, paired_comparison
+from pytest_lceval.stats import (
+    fewest_decisive,
+    mcnemar_interval,
+    minimum_detectable_drop,
+    newcombe_paired,
+    paired_comparison,
+)
 
 N = 100
 SIMULATED_CELLS = 800
@@ -22,35 +30,91 @@ def _discordant(worse: int, better: int, agree: int = 30) -> tuple[list[int], li
 
 
 @pytest.mark.parametrize(("worse", "better"), [(1, 0), (6, 0), (12, 2), (3, 9), (20, 20)])
-def test_mcnemar_p_and_ci_are_exact_and_agree(worse: int, better: int) -> None:
+def test_mcnemar_p_is_exact_and_the_interval_agrees_with_it(worse: int, better: int) -> None:
     base, current = _discordant(worse, better)
     result = paired_comparison(base, current, min_drop=0.05)
     reference = stats.binomtest(worse, worse + better, 0.5)
     assert result.test == "mcnemar-exact"
     assert result.p_value == pytest.approx(reference.pvalue, abs=1e-12)
-    share = reference.proportion_ci(0.95, method="exact")
-    scale = (worse + better) / len(base)
-    assert result.ci_low == pytest.approx(scale * (1 - 2 * share.high))
-    assert result.ci_high == pytest.approx(scale * (1 - 2 * share.low))
+    newcombe = newcombe_paired(30, worse, better, 0)
+    assert result.ci_low <= newcombe[0] and newcombe[1] <= result.ci_high
     assert result.significant == (result.ci_high < 0 or result.ci_low > 0)
     assert (result.worse, result.better) == (worse, better)
 
 
-def test_graded_scores_use_the_paired_t_test() -> None:
+def test_newcombe_interval_matches_the_published_example() -> None:
+    """Fagerland, Lydersen & Laake, Statistical Analysis of Contingency Tables (2017), ch. 8:
+    the paired table [[59, 6], [16, 80]] has difference -0.0621, 95 % CI -0.1186 to -0.0046
+    (their package contingencytables, Newcombe_square_and_add_CI_paired_2x2)."""
+    low, high = newcombe_paired(both=59, worse=16, better=6, neither=80)
+    assert (round(low, 4), round(high, 4)) == (-0.1186, -0.0046)
+
+
+def test_every_paired_table_up_to_30_cases_agrees_with_its_exact_test() -> None:
+    """The hull of Newcombe's interval and the exact test's own excludes 0 exactly when the
+    exact McNemar test rejects, and stays in [-1, 1]: checked on every 2x2 table."""
+    for n in range(1, 31):
+        for worse in range(n + 1):
+            for better in range(n + 1 - worse):
+                discordant = worse + better
+                p = 1.0 if discordant == 0 else \
+                    stats.binomtest(worse, discordant, 0.5).pvalue
+                for both in range(n + 1 - discordant):
+                    low, high = mcnemar_interval(both, worse, better, n - discordant - both)
+                    assert -1.0 <= low <= high <= 1.0
+                    assert (p < 0.05) == (high < 0 or low > 0), (n, both, worse, better)
+
+
+def test_graded_scores_use_the_sign_flip_test_and_its_inverted_interval() -> None:
     rng = np.random.default_rng(3)
-    base = rng.integers(0, 5, 40) / 4
-    current = np.clip(base - rng.integers(0, 2, 40) / 4, 0, 1)
+    base = rng.integers(0, 5, 12) / 4
+    current = np.clip(base - rng.integers(0, 2, 12) / 4, 0, 1)
     result = paired_comparison(base, current, min_drop=0.05)
-    assert result.test == "paired-t"
-    assert result.p_value == pytest.approx(stats.ttest_rel(current, base).pvalue)
+    reference = stats.permutation_test(
+        (current, base), lambda x, y, axis: np.mean(x - y, axis=axis), vectorized=True,
+        permutation_type="samples", n_resamples=np.inf)
+    assert result.test == "sign-flip"
+    assert result.p_value == pytest.approx(reference.pvalue)
     assert result.ci_low < result.difference < result.ci_high
+    assert result.significant == (result.ci_high < 0)
+    large = paired_comparison(np.tile(base, 5), np.tile(current, 5), min_drop=0.05)
+    assert large.p_value == pytest.approx(1 / (1 + 9999))  # Monte Carlo: every draw is milder
+
+
+def test_three_graded_cases_are_never_evidence() -> None:
+    """The issue's niah_multivalue-1k: a paired t-test called it p = 0.0099 with an interval
+    below -1 while no drop was detectable; the exact test cannot reject with N = 3."""
+    result = paired_comparison([1.0, 1.0, 1.0], [0.0, 0.25, 0.25], min_drop=0.05)
+    assert result.p_value == 0.25 and result.status == "inconclusive"
+    assert (result.ci_low, result.ci_high) == (-1.0, 1.0) and math.isinf(result.mde)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
+                                st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])),
+                      min_size=1, max_size=40),
+       binary=st.booleans())
+def test_every_interval_lies_in_minus_one_to_one_and_agrees_with_the_verdict(
+        pairs: list[tuple[float, float]], binary: bool) -> None:
+    base = [round(b) if binary else b for b, _ in pairs]
+    current = [round(c) if binary else c for _, c in pairs]
+    result = paired_comparison(base, current, min_drop=0.05)
+    if math.isnan(result.p_value):
+        return
+    assert -1.0 <= result.ci_low <= result.difference + 1e-9
+    assert result.difference - 1e-9 <= result.ci_high <= 1.0
+    assert result.significant == (result.ci_high < 0 or result.ci_low > 0)
+    if result.regressed:
+        assert math.isfinite(result.mde) and result.n >= fewest_decisive()
 
 
 def test_identical_runs_are_unchanged_and_constant_shifts_are_decisive() -> None:
     same = paired_comparison([0.5, 0.25, 1.0], [0.5, 0.25, 1.0], min_drop=0.05)
     assert (same.p_value, same.status) == (1.0, "unchanged")
     shifted = paired_comparison([0.5, 0.75, 1.0] * 4, [0.25, 0.5, 0.75] * 4, min_drop=0.05)
-    assert (shifted.p_value, shifted.status) == (0.0, "regressed")
+    assert (shifted.p_value, shifted.status) == (2 / 2**12, "regressed")
+    balanced = paired_comparison([1, 0, 1, 0], [0, 1, 1, 0], min_drop=0.05)
+    assert balanced.difference == 0 and balanced.status == "inconclusive"
     single = paired_comparison([1.0], [0.5], min_drop=0.05)
     assert math.isnan(single.p_value) and not single.significant and math.isinf(single.mde)
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 from test_baseline import DEGRADED, GOOD, SMALL, make_suite, save_base
@@ -72,12 +73,14 @@ def test_summary_markdown_is_short_and_names_verdicts_worst_cells_and_deltas(
     run = suite.path / "reports" / "cmp"
     text = (run / "summary.md").read_text()
     assert len(text) < 4000
-    assert text.startswith("### pytest-lceval ❌ 2 of 4 cells failed: pass rate 50% (2/4), "
-                           "0 skipped")
+    assert text.startswith("### pytest-lceval ❌ 2 regressed against `base`; 2 of 4 cells "
+                           "failed: pass rate 50% (2/4), 0 skipped")
     assert "| toy | 2 | 2 | 0 | 50% |" in text
     assert "| toy · `toy-1k-50` | 0.000 (0.000–0.242) | string_match_all (0–1) | 12 | " \
            "FAIL: baseline |" in text
-    assert "**Against baseline `base`:** 2 regressed, 2 unchanged" in text
+    assert "**2 regressed against `base`:** 2 regressed, 2 unchanged" in text
+    assert "Not listed: 2 unchanged" in text and "`toy-1k-0` | string_match_all (0–1) | " \
+        "1.000 | 1.000" not in text
     # per length, HELMET's way: the mean over tasks of each task's cases, depths pooled
     assert "| toy | 1k | 0.500 | string_match_all (0–1) | 1 | 24 |" in text
     assert "| toy | 2k | 0.500 | string_match_all (0–1) | 1 | 24 |" in text
@@ -110,7 +113,8 @@ def test_html_report_with_n_2_has_cell_extras_and_suite_sections(
     assert len(tests) == 4
     for nodeid, [entry] in tests.items():
         [extra] = [e for e in entry["extras"] if e["format_type"] == "html"]
-        assert "verdict: baseline" in extra["content"] and "Sample 1 of 12" in extra["content"]
+        assert "verdict: baseline" in extra["content"]
+        assert "3 of 12 cases kept, the lowest-scoring first" in extra["content"]
         assert entry["score"] in ("1.000", "0.000"), nodeid
         assert "string_match_all (0–1)" in extra["content"]
     page = report.read_text(encoding="utf-8")
@@ -205,26 +209,61 @@ def test_skip_reasons_are_grouped_most_common_first_and_shown_per_suite() -> Non
     assert skips_html(cells[-1:]) == ""
 
 
-def test_score_table_of_cells_without_depth_is_rounded_and_marks_fail_and_skip(
+def test_score_table_is_rulers_task_by_length_table_with_measured_scores_shown(
         tmp_path: Path) -> None:
+    """Depth cells averaged, an Avg column, an average row over the tasks measured at every
+    length; a cell whose LongScore is undefined shows its measured score, labelled."""
+    undefined = "LongScore undefined at 4k: base ability 0.000 is below the floor 0.05"
     cells = [cell("kv_retrieval-2k", 2 / 3, depth=None),
              cell("kv_retrieval-4k", 0.125, "failed", depth=None),
              cell("counting_stars-2k", 1.0, depth=None),
              cell("counting_stars-4k", math.nan, "skipped", "too long <4k>", depth=None),
-             cell("json_kv-2k-50", 0.0)]
+             cell("json_kv-2k-0", 1.0, depth=0.0), cell("json_kv-2k-50", 0.0, "failed"),
+             cell("json_kv-4k-0", 0.5, "skipped", undefined, depth=0.0,
+                  longscore_undefined=undefined),
+             cell("json_kv-4k-50", 0.5, "skipped", undefined, longscore_undefined=undefined)]
     table = score_table_html(cells)
-    assert "<th>task</th><th>metric</th><th>2k score (%)</th><th>4k score (%)</th>" in table
+    assert "<th>task</th><th>metric</th><th>2k</th><th>4k</th><th>Avg</th>" in table
     assert ("<tr><td>counting_stars</td><td>accuracy (0–1)</td><td class=\"num\">100.0</td>"
             "<td class=\"num\"><span class=\"skipped\" title=\"too long &lt;4k&gt;\">skip</span>"
-            "</td></tr>") in table
+            "</td><td class=\"num\">100.0 (1 of 2 lengths)</td></tr>") in table
+    assert ("<tr><td>json_kv</td><td>subem (0–1)</td><td class=\"num\">50.0 (1 FAIL)</td>"
+            f"<td class=\"num\">50.0 <span class=\"undefined\" title=\"{undefined}\">LC "
+            "undefined</span></td><td class=\"num\">50.0</td></tr>") in table
     assert ("<tr><td>kv_retrieval</td><td>accuracy (0–1)</td><td class=\"num\">66.7</td>"
-            "<td class=\"num\">12.5 (FAIL)</td></tr>") in table
-    assert "json_kv" not in table  # depth cells have their heatmaps
-    assert score_table_html(cells[-1:]) == ""
+            "<td class=\"num\">12.5 (FAIL)</td><td class=\"num\">39.6</td></tr>") in table
+    assert ("<td><b>average of 2 tasks</b></td><td></td><td class=\"num\"><b>58.3</b></td>"
+            "<td class=\"num\"><b>31.2</b></td><td class=\"num\"><b>44.8</b></td>") in table
+    assert score_table_html([cell("a-1k-0", math.nan, "skipped", "no")]).count(">skip<") == 1
     heatmaps.pytest_lceval_session_finish(config=None, run_dir=tmp_path,  # type: ignore[arg-type]
                                           results=cells)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["heatmap-recall-json_kv.png",
                                                           "heatmap-recall.png"]
+
+
+def test_heatmaps_show_every_measured_score_with_n_and_fail_mark() -> None:
+    """An undefined LongScore is a label on the measured score, never 'skip'."""
+    undefined = "LongScore undefined at 4k"
+    cells = [cell("json_kv-2k-50", 0.0, "failed"),
+             cell("json_kv-4k-50", 0.5, "skipped", undefined, longscore_undefined=undefined),
+             cell("json_kv-8k-50", math.nan, "skipped", "too long")]
+    for result in cells:
+        result.n = 3
+    lengths, rows, grid, marks = heatmaps.score_grid(cells, lambda r: r.depth)
+    assert grid[0][:2] == [0.0, 0.5] and math.isnan(grid[0][2])
+    assert [m.note() for m in marks[0][:2]] == ["N=3 ✗", "N=3\nLC undef."]
+    figure = heatmaps.heatmap_figure(lengths, ["50%"], grid, "depth", "json_kv", "m", marks)
+    texts = [(t.get_text(), t.get_color()) for t in figure.axes[0].texts]
+    assert ("0", "white") in texts and ("50", "black") in texts and ("skip", "black") in texts
+    assert ("N=3\nLC undef.", "black") in texts
+    plt.close(figure)
+
+
+def test_labels_are_white_on_dark_cells_and_black_on_light_ones() -> None:
+    colours = matplotlib.colormaps["RdYlGn"]
+    assert heatmaps.label_colour(tuple(colours(0.0))) == "white"  # dark red
+    assert heatmaps.label_colour(tuple(colours(1.0))) == "white"  # dark green
+    assert heatmaps.label_colour(tuple(colours(0.5))) == "black"  # pale yellow
 
 
 def test_csv_tables_are_rounded_and_fit_the_page(tmp_path: Path) -> None:
@@ -312,7 +351,7 @@ def test_longbench100_section_has_look_first_score_table_figures_and_longscore_t
     assert 'alt="heatmap-longbench100.png"' in section and 'alt="longscore-longbench100.png"' \
         in section
     # LongScore's Table 7 layout, from its markdown, as HTML tables; its CSV only named
-    assert "<td>kv_retrieval</td>\n<td>75.0</td>\n<td>37.5</td>\n<td>-50.0</td>\n" \
+    assert "<td>kv_retrieval</td>\n<td>75.0</td>\n<td>0</td>\n<td>37.5</td>\n<td>-50.0</td>\n" \
            "<td>-50.0 [-75.0, -25.0]</td>" in section
     assert "The same table for scripts: longscore-longbench100.csv" in section
     assert "<th>suite</th>" not in section

@@ -14,8 +14,16 @@ from ..criteria import Assessment, Evidence
 from ..evaluation import Need
 from ..results import CellResult, Judgement
 from ..settings import SETTINGS, Settings, convert, lookup
-from ..stats import PairedComparison, paired_comparison
-from .saved import CasesDiffer, SavedRun, baseline_path, load_run, pair_scores, save_run
+from ..stats import PairedComparison, fewest_decisive, paired_comparison
+from .saved import (
+    CasesDiffer,
+    SavedCell,
+    SavedRun,
+    baseline_path,
+    load_run,
+    pair_scores,
+    save_run,
+)
 
 DEFAULT_MIN_DROP = 0.05
 CRITERION = "baseline"
@@ -44,7 +52,7 @@ def describe(comparison: PairedComparison, name: str) -> str:
         evidence = (f"exact McNemar p={c.p_value:.3g} on {c.worse + c.better} discordant cases "
                     f"({c.worse} worse, {c.better} better)")
     else:
-        evidence = f"paired t p={c.p_value:.3g} ({c.worse} worse, {c.better} better)"
+        evidence = f"sign-flip test p={c.p_value:.3g} ({c.worse} worse, {c.better} better)"
     head = (f"vs baseline {name!r}: {c.current:.3f} vs {c.baseline:.3f}, difference "
             f"{c.difference:+.3f} ({level}% CI {c.ci_low:+.3f} to {c.ci_high:+.3f}), {evidence}, "
             f"N={c.n}")
@@ -52,22 +60,33 @@ def describe(comparison: PairedComparison, name: str) -> str:
         return f"{head}: significant drop of at least --lceval-min-drop {c.min_drop:.3f}"
     if c.status == "small-drop":
         return f"{head}: significant but smaller than --lceval-min-drop {c.min_drop:.3f}"
-    mde = "no drop is detectable at this N" if math.isinf(c.mde) else \
-        f"smallest detectable drop {c.mde:.3f} at this N"
-    return f"{head}: {c.status} ({mde})"
+    return f"{head}: {c.status} ({detectable(c)})"
 
 
-def properties(comparison: PairedComparison, name: str) -> dict[str, Any]:
-    """What reaches JUnit XML and the reports; prefixed so it never clashes with a metric."""
+def detectable(comparison: PairedComparison) -> str:
+    """The minimum detectable drop in words; when it is infinite, why."""
     c = comparison
-    return {
+    if math.isinf(c.mde):
+        return (f"no drop is detectable at N={c.n}: the exact test needs at least "
+                f"{fewest_decisive(c.alpha)} cases moving the same way")
+    return f"smallest detectable drop {c.mde:.3f} at this N"
+
+
+def properties(comparison: PairedComparison, name: str, saved: SavedCell) -> dict[str, Any]:
+    """What reaches JUnit XML and the reports; prefixed so it never clashes with a metric.
+    An infinite detectable drop is written with its reason (strict JSON has no infinity)."""
+    c = comparison
+    found = {
         "baseline": name, "baseline_status": c.status, "baseline_test": c.test,
         "baseline_score": round(c.baseline, 6), "baseline_diff": round(c.difference, 6),
         "baseline_ci_low": round(c.ci_low, 6), "baseline_ci_high": round(c.ci_high, 6),
         "baseline_p": c.p_value, "baseline_mde": round(c.mde, 6), "baseline_n": c.n,
         "baseline_worse": c.worse, "baseline_better": c.better,
-        "baseline_min_drop": c.min_drop,
+        "baseline_min_drop": c.min_drop, "baseline_outcome": saved.outcome,
     }
+    if math.isinf(c.mde):
+        found["baseline_mde_why"] = "infinite: " + detectable(c)
+    return found
 
 
 class BaselineCriterion:
@@ -117,7 +136,7 @@ class BaselineCriterion:
             message += (f" (paired {comparison.n} of this cell's {len(result.scores)} cases; "
                         f"the others are not in the baseline)")
         return Judgement(CRITERION, not comparison.regressed, message,
-                         properties(comparison, name))
+                         properties(comparison, name, cell))
 
 
 # -- pytest wiring --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, strict_json
 from ..results import CellResult
 from ..settings import Settings
 
@@ -88,7 +88,7 @@ def save_run(path: Path, results: list[CellResult], settings: Settings) -> Path:
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(payload, indent=1, sort_keys=True, allow_nan=True),
+    partial.write_text(strict_json.dumps(payload, indent=1, sort_keys=True),
                        encoding="utf-8")
     partial.replace(path)
     return path
@@ -102,7 +102,7 @@ def load_run(path: Path) -> SavedRun:
             f"no saved runs in {path.parent}"
         raise ValueError(f"{path} does not exist ({listing}); save one with --lceval-save=NAME")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strict_json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -8,7 +8,7 @@ red = FAIL (-1), white = PASS (0), blue = EXCEL (+1), grey = no test there.
   19 %, ..., 94 %); colour = mean verdict.
 - Diagnostic report: task x stream-index matrix (grey where a task never sat at that index in
   the sampled permutations), row means (by task) at the right, column means (by index) below,
-  and one strip per permutation at the bottom.
+  one strip per permutation at the bottom, and a colour bar naming the verdicts.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..report.heatmaps import MIN_WIDTH, short_model
+from ..report.heatmaps import MIN_WIDTH, label_colour, short_model
 from .metrics import HaystackMetrics, Measured
 
 GREY = "#bdbdbd"
@@ -99,11 +99,13 @@ def draw_niah(cells: list[Measured], path: Path) -> Path:
     data = np.ma.masked_invalid(np.array(grid, dtype=float))
     figure, axes = plt.subplots(figsize=(max(MIN_WIDTH, 2.0 + 1.3 * len(columns)),
                                          1.5 + 0.4 * len(rows)), layout="constrained")
-    image = axes.imshow(data, cmap=_colormap(), vmin=-1, vmax=1, aspect="auto")
+    colormap = _colormap()
+    image = axes.imshow(data, cmap=colormap, vmin=-1, vmax=1, aspect="auto")
     for r, row in enumerate(grid):
         for c, value in enumerate(row):
             if not math.isnan(value):
-                axes.text(c, r, f"{value:+.2f}", ha="center", va="center", fontsize=8)
+                axes.text(c, r, f"{value:+.2f}", ha="center", va="center", fontsize=8,
+                          color=label_colour(tuple(colormap((value + 1) / 2))))
     axes.set_xticks(range(len(columns)), columns, fontsize=8)
     axes.set_yticks(range(len(rows)), rows, fontsize=8)
     axes.set_xlabel("length setting (tasks x shots) and measured context length")
@@ -136,6 +138,11 @@ def diagnostic_matrices(cells: list[Measured]) -> dict[str, Any]:
 
 
 def draw_diagnostic(cells: list[Measured], path: Path) -> Path:
+    return _save(diagnostic_figure(cells), path)
+
+
+def diagnostic_figure(cells: list[Measured]) -> Any:
+    """The diagnostic report's figure (see the module docstring)."""
     import numpy as np
 
     plt = _plt()
@@ -147,14 +154,15 @@ def draw_diagnostic(cells: list[Measured], path: Path) -> Path:
                                height_ratios=[n_tasks, 1, n_perms])
     cmap = _colormap()
 
-    def show(axes: Any, values: Any, xlabels: list[str] | None, ylabels: list[str]) -> None:
-        axes.imshow(np.ma.masked_invalid(np.array(values, dtype=float)), cmap=cmap, vmin=-1,
-                    vmax=1, aspect="auto")
+    def show(axes: Any, values: Any, xlabels: list[str] | None, ylabels: list[str]) -> Any:
+        image = axes.imshow(np.ma.masked_invalid(np.array(values, dtype=float)), cmap=cmap,
+                            vmin=-1, vmax=1, aspect="auto")
         axes.set_yticks(range(len(ylabels)), ylabels, fontsize=7)
         if xlabels is None:
             axes.set_xticks([])
         else:
             axes.set_xticks(range(len(xlabels)), xlabels, fontsize=7)
+        return image
 
     indices = [str(i) for i in range(size)]
     main = figure.add_subplot(grid[0, 0])
@@ -167,9 +175,12 @@ def draw_diagnostic(cells: list[Measured], path: Path) -> Path:
     right.set_yticks([])
     show(figure.add_subplot(grid[1, 0]), [m["by_index"]], None, ["index mean"])
     bottom = figure.add_subplot(grid[2, 0])
-    show(bottom, m["strip"], indices, [f"perm {p}" for p in m["permutations"]])
+    image = show(bottom, m["strip"], indices, [f"perm {p}" for p in m["permutations"]])
     bottom.set_xlabel("stream index of the test task")
-    return _save(figure, path)
+    bar = figure.colorbar(image, ax=figure.axes, fraction=0.04, pad=0.03, ticks=[-1, 0, 1])
+    bar.ax.set_yticklabels(["-1 FAIL", "0 PASS", "+1 EXCEL"], fontsize=7)
+    bar.set_label("verdict (mean where several)", fontsize=7)
+    return figure
 
 
 def _save(figure: Any, path: Path) -> Path:

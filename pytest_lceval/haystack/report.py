@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import strict_json
 from ..results import CellResult
 from .figures import draw_diagnostic, draw_niah
 from .metrics import HaystackMetrics, Measured, measured
@@ -162,9 +162,9 @@ def write_reports(run_dir: Path, results: list[CellResult]) -> Written:
         writer.writeheader()
         writer.writerows(rows)
     json_path = run_dir / f"{PREFIX}-resamples.json"
-    json_path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    json_path.write_text(strict_json.dumps(rows, indent=1), encoding="utf-8")
     summary = build_summary(results)
-    (run_dir / f"{PREFIX}-summary.json").write_text(json.dumps(summary, indent=1),
+    (run_dir / f"{PREFIX}-summary.json").write_text(strict_json.dumps(summary, indent=1),
                                                    encoding="utf-8")
     (run_dir / f"{PREFIX}-summary.md").write_text(markdown(summary), encoding="utf-8")
     written.paths += [csv_path, json_path, run_dir / f"{PREFIX}-summary.json",

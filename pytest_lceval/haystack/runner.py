@@ -21,7 +21,7 @@ from ..models.stored import StoredModel
 from ..models.topk_rank import NO_PREDICTION
 from ..progress import CellProgress
 from ..records import RankRequest
-from ..results import CellResult, clip_sample
+from ..results import CellResult, clip_sample, failing_first
 from ..stats import mean_ci
 from ..store import Store
 from ..suite import CellRefused, CellSkipped
@@ -223,13 +223,15 @@ class HaystackMeasure:
                                        repeats).to_json())
         first = plan.resamples[0]
         scored = measured.lifelong[first]
+        cases = list(zip(measured.requests[first], plan.rows, scored.choices, scored.correct,
+                         strict=True))
         result.samples = [
-            {"prompt": clip_sample(request.prefix + request.suffix), "gold": [row["label"]],
+            {"index": i, "prompt": clip_sample(request.prefix + request.suffix),
+             "gold": [row["label"]],
              "output": NO_PREDICTION if choice is None else plan.task.options[choice],
              "score": float(correct)}
-            for request, row, choice, correct in list(zip(
-                measured.requests[first], plan.rows, scored.choices, scored.correct,
-                strict=True))[:SAMPLES_KEPT]
+            for i in failing_first([float(c) for *_, c in cases], SAMPLES_KEPT)
+            for request, row, choice, correct in [cases[i]]
         ]
         self.evaluator.log_cases(result, [
             {"resample": resample, "index": index, "request_key": request.key(),

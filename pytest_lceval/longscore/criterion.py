@@ -78,7 +78,8 @@ class LongScoreCriterion:
         return Assessment(Judgement(CRITERION, passed, (
             f"LongScore {lc:+.1f}% (95% CI {low:+.1f}%..{high:+.1f}%) "
             f"{'>=' if passed else '<'} minimum {minimum:+g}%: score {result.score:.3f} "
-            f"(N={result.n}) at {format_length(result.length)} against {base.describe()}"),
+            f"(N={result.n}) at {format_length(result.length)} against {base.describe()}"
+            f"{pooling(base)}"),
             {"longscore_min": minimum}), metrics)
 
     def _undefined(self, result: CellResult, base: BaseAbility,
@@ -96,6 +97,14 @@ class LongScoreCriterion:
         return Assessment(Judgement(CRITERION, True, reason,
                                     {"longscore_min": self.settings.minimum}, skip=True),
                           metrics)
+
+
+def pooling(base: BaseAbility) -> str:
+    """How a depth cell's base was pooled, for its verdict message: one base per task, so a
+    reader sees why a depth that fails only at long lengths can read -100 %."""
+    depths = sorted({stratum.partition("@")[2] for stratum in base.strata if "@" in stratum},
+                    key=float)
+    return f", pooled over depths {', '.join(depths)} %" if len(depths) > 1 else ""
 
 
 def _base_metrics(role: str, base: BaseAbility, settings: LongScoreSettings,

@@ -7,7 +7,9 @@ test parameter id ('json_kv-8k-50'): what pytest prints and ``-k`` selects.
 
 "Worst" follows each suite's own verdict: Task Haystack FAILs (the most negative t first), then
 failed cells (the biggest LongScore drop, else the lowest score, first), then LongScore drops
-of cells that passed, then the lowest scores.
+of cells that passed, then the lowest scores. In a run compared with a saved one, the cells
+that regressed against it come before all of these (the biggest drop first), then the cells
+that could not be compared, and a failure the saved run had too ranks after the new ones.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from ..haystack.metrics import HaystackMetrics
 from ..haystack.verdict import FAIL
 from ..results import CellResult
-from .summary import cell_label
+from .summary import BASELINE, FAILING_STATUSES, cell_label
 
 LOOK_FIRST = 3
 """Cells named in a suite's 'look first' line."""
@@ -34,13 +36,48 @@ class Finding:
     result: CellResult
     why: str
     bad: bool
-    """A FAIL, a failed cell or a LongScore drop: worth a look even when others are lower."""
-    rank: tuple[int, float]
-    """Sort key: the kind of problem (lower is worse), then its number (lower is worse)."""
+    """A regression, a FAIL, a failed cell or a LongScore drop: worth a look even when others
+    are lower."""
+    rank: tuple[int, int, float]
+    """Sort key: the kind of problem (lower is worse), 1 for a failure the saved run had too,
+    then its number (lower is worse)."""
 
 
 def judge_cell(result: CellResult) -> Finding | None:
     """The cell's finding by its suite's own verdict; None when nothing was measured."""
+    compared = _comparison(result)
+    if compared is not None:
+        return compared
+    finding = _own_verdict(result)
+    if finding is None or not _failed_before(result):
+        return finding
+    kind, _, value = finding.rank
+    return Finding(result, finding.why + ", also failed in the baseline", finding.bad,
+                   (kind, 1, value))
+
+
+def _comparison(result: CellResult) -> Finding | None:
+    """A regression against the saved run, or a cell that could not be compared with it."""
+    found = [j for j in result.judgements if j.criterion == BASELINE]
+    if not found or found[0].properties.get("baseline_status") not in FAILING_STATUSES:
+        return None
+    p = found[0].properties
+    name = p.get("baseline", "the baseline")
+    if p["baseline_status"] != "regressed":
+        return Finding(result, f"could not be compared with {name}", True, (1, 0, 0.0))
+    diff = float(p["baseline_diff"])
+    return Finding(result, f"regressed against {name}: {_pct(p['baseline_score'])} → "
+                           f"{_pct(float(p['baseline_score']) + diff)}, Δ {100 * diff:+.1f} "
+                           f"points, p {_p(p.get('baseline_p'))}", True, (0, 0, diff))
+
+
+def _failed_before(result: CellResult) -> bool:
+    return result.outcome == "failed" and any(
+        j.criterion == BASELINE and j.properties.get("baseline_outcome") == "failed"
+        for j in result.judgements)
+
+
+def _own_verdict(result: CellResult) -> Finding | None:
     failed = result.outcome == "failed"
     haystack = HaystackMetrics.of(result)
     if haystack is not None:  # Task Haystack: the paired t-test decides
@@ -48,15 +85,15 @@ def judge_cell(result: CellResult) -> Finding | None:
         t = math.inf if math.isnan(haystack.t) else haystack.t  # an undefined t ranks last
         return Finding(result, f"{haystack.verdict}, stream index {haystack.stream_index}, "
                                f"L-acc {_pct(haystack.l_acc)} vs S-acc {_pct(haystack.s_acc)}, "
-                               f"t {_fixed(haystack.t, 2)}", fail, (0 if fail else 5, t))
+                               f"t {_fixed(haystack.t, 2)}", fail, (2 if fail else 7, 0, t))
     if math.isnan(result.score):
         return None
     lc = result.metrics.get("longscore")
     if result.metrics.get("longscore_role") == "long" and lc is not None and lc < 0:
         return Finding(result, ("FAIL, " if failed else "") + f"LongScore {lc:+.1f}%, score "
-                               f"{_pct(result.score)}", True, (1 if failed else 3, float(lc)))
+                               f"{_pct(result.score)}", True, (3 if failed else 5, 0, float(lc)))
     return Finding(result, ("FAIL, " if failed else "") + f"score {_pct(result.score)}", failed,
-                   (2 if failed else 4, result.score))
+                   (4 if failed else 6, 0, result.score))
 
 
 def worst_cells(results: list[CellResult]) -> list[Finding]:
@@ -99,6 +136,12 @@ def skip_reasons(results: list[CellResult]) -> list[SkipGroup]:
 def _pct(value: object) -> str:
     text = _fixed(100 * value if isinstance(value, (int, float)) else value, 1)
     return text if text == "–" else text + "%"
+
+
+def _p(value: object) -> str:
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return "–"
+    return "<0.001" if value < 0.001 else f"{value:.3g}"
 
 
 def _fixed(value: object, digits: int) -> str:

@@ -4,6 +4,11 @@
 - task x length, one PNG per suite whose cells have no depth (100-LongBench), so such a suite
   gets a figure too.
 
+Every measured cell shows its score, whatever its verdict (an undefined LongScore skips the
+verdict, not the measurement: the cell says 'LC undef.'); under the score, its N and a cross
+with a dark frame when the cell failed; 'skip' only where nothing was measured. Labels are white
+on dark colours and black on light ones, whichever contrasts more (WCAG's relative luminance).
+
 Titles sit on two lines (what, then the model, elided in the middle when long) and the figure
 uses matplotlib's constrained layout, so a long model path or a one-column grid never makes the
 title run into the axis labels.
@@ -14,6 +19,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +37,44 @@ TITLE_CHARS = 60
 """A model name longer than this is shown as its head and tail."""
 
 
+@dataclass(frozen=True)
+class Mark:
+    """What a heatmap cell says under its score."""
+
+    n: int = 0
+    failed: bool = False
+    undefined: bool = False
+    """Measured, but LongScore could not judge it (base below the floor)."""
+
+    def note(self) -> str:
+        text = f"N={self.n}" + (" ✗" if self.failed else "")
+        return text + ("\nLC undef." if self.undefined else "")
+
+
 def score_grid(results: list[CellResult], row_of: Callable[[CellResult], Any]
-               ) -> tuple[list[int], list[Any], list[list[float]]]:
-    """(lengths, row keys, scores[row][length]) with rows keyed by ``row_of`` (a depth, a
-    task); NaN where a cell was skipped or not run."""
+               ) -> tuple[list[int], list[Any], list[list[float]], list[list[Mark]]]:
+    """(lengths, row keys, scores[row][length], marks[row][length]) with rows keyed by
+    ``row_of`` (a depth, a task); NaN where a cell was not measured."""
     lengths = sorted({r.length for r in results})
     rows = sorted({row_of(r) for r in results})
     grid = [[math.nan] * len(lengths) for _ in rows]
+    marks = [[Mark() for _ in lengths] for _ in rows]
     for result in results:
-        if result.outcome != "skipped":
-            grid[rows.index(row_of(result))][lengths.index(result.length)] = result.score
-    return lengths, rows, grid
+        row, column = rows.index(row_of(result)), lengths.index(result.length)
+        grid[row][column] = result.score if result.measured else math.nan
+        marks[row][column] = Mark(result.n, result.outcome == "failed",
+                                  bool(result.metrics.get("longscore_undefined")))
+    return lengths, rows, grid, marks
+
+
+def label_colour(rgba: tuple[float, ...]) -> str:
+    """White or black, whichever contrasts more with the cell colour (WCAG 2 luminance)."""
+    def linear(channel: float) -> float:
+        return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(c) for c in rgba[:3])
+    luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
+    return "white" if (1.05 / (luminance + 0.05)) > ((luminance + 0.05) / 0.05) else "black"
 
 
 def short_model(model: str, limit: int = TITLE_CHARS) -> str:
@@ -53,25 +86,38 @@ def short_model(model: str, limit: int = TITLE_CHARS) -> str:
 
 
 def heatmap_figure(lengths: list[int], row_labels: list[str], grid: list[list[float]],
-                   ylabel: str, title: str, model: str) -> Any:
-    """The figure: scores written in each cell, grey 'skip' where there is none."""
+                   ylabel: str, title: str, model: str,
+                   marks: list[list[Mark]] | None = None) -> Any:
+    """The figure: each score written in its cell with its mark, grey 'skip' where none."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.patches import Rectangle
 
     values = np.ma.masked_invalid(100.0 * np.array(grid, dtype=float))
     colormap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d0d0d0")
     label_width = 0.07 * max((len(label) for label in row_labels), default=4)
     figure, axes = plt.subplots(
         figsize=(max(MIN_WIDTH, 1.8 + label_width + 0.85 * len(lengths)),
-                 max(MIN_HEIGHT, 1.7 + 0.45 * len(row_labels))), layout="constrained")
+                 max(MIN_HEIGHT, 1.7 + 0.5 * len(row_labels))), layout="constrained")
     image = axes.imshow(values, cmap=colormap, vmin=0.0, vmax=100.0, aspect="auto")
     for row, scores in enumerate(grid):
         for column, score in enumerate(scores):
-            text = "skip" if math.isnan(score) else f"{100 * score:.0f}"
-            axes.text(column, row, text, ha="center", va="center", fontsize=9)
+            mark = marks[row][column] if marks else None
+            if math.isnan(score):
+                axes.text(column, row, "skip", ha="center", va="center", fontsize=9)
+                continue
+            colour = label_colour(tuple(colormap(float(score))))  # vmin 0, vmax 100
+            axes.text(column, row - (0.12 if mark else 0), f"{100 * score:.0f}", ha="center",
+                      va="center", fontsize=10, color=colour)
+            if mark is not None:
+                axes.text(column, row + 0.22, mark.note(), ha="center", va="center",
+                          fontsize=7.5, color=colour, linespacing=0.9)
+                if mark.failed:
+                    axes.add_patch(Rectangle((column - 0.47, row - 0.47), 0.94, 0.94,
+                                             fill=False, edgecolor="#222222", linewidth=1.6))
     axes.set_xticks(range(len(lengths)), [format_length(n) for n in lengths])
     axes.set_yticks(range(len(row_labels)), row_labels)
     axes.set_xlabel("context length (tokens)")
@@ -82,10 +128,11 @@ def heatmap_figure(lengths: list[int], row_labels: list[str], grid: list[list[fl
 
 
 def draw_heatmap(lengths: list[int], row_labels: list[str], grid: list[list[float]],
-                 ylabel: str, title: str, model: str, path: Path) -> Path:
+                 ylabel: str, title: str, model: str, path: Path,
+                 marks: list[list[Mark]] | None = None) -> Path:
     import matplotlib.pyplot as plt
 
-    figure = heatmap_figure(lengths, row_labels, grid, ylabel, title, model)
+    figure = heatmap_figure(lengths, row_labels, grid, ylabel, title, model, marks)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -98,18 +145,18 @@ def heatmap_path(run_dir: Path, suite: str, task: str | None = None) -> Path:
 
 
 def draw_depth_heatmap(cells: list[CellResult], path: Path) -> Path:
-    lengths, depths, grid = score_grid(cells, lambda r: r.depth)
+    lengths, depths, grid, marks = score_grid(cells, lambda r: r.depth)
     first = cells[0]
     return draw_heatmap(lengths, [format_depth(d) + "%" for d in depths], grid,
                         "depth of key information", f"{first.task} ({first.suite})",
-                        first.model, path)
+                        first.model, path, marks)
 
 
 def draw_task_heatmap(cells: list[CellResult], path: Path) -> Path:
-    lengths, tasks, grid = score_grid(cells, lambda r: r.task)
+    lengths, tasks, grid, marks = score_grid(cells, lambda r: r.task)
     first = cells[0]
     return draw_heatmap(lengths, [str(t) for t in tasks], grid, "task",
-                        f"{first.suite}: score by task and length", first.model, path)
+                        f"{first.suite}: score by task and length", first.model, path, marks)
 
 
 @pytest.hookimpl

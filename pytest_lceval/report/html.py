@@ -3,11 +3,13 @@
 - Per test: the cell's properties and verdicts, and its first prompts and answers, as an HTML
   extra. pytest-html reads extras from test reports, which xdist ships from the workers to the
   controller, so they are attached in ``pytest_runtest_makereport`` where the test ran.
-- Per run (controller only, ``pytest_html_results_summary``): badges and headline, then one
-  section per suite: a one-line "look first" naming its worst cells, why cells were skipped,
-  a task x length score table for cells without depth (100-LongBench), its heatmaps, the Task
-  Haystack and LongScore outputs found in the run folder by file-name prefix, and the comparison
-  with the saved run. The core's sessionfinish runs first (tryfirst), so results are merged and
+- Per run (controller only, ``pytest_html_results_summary``): badges and headline (led by the
+  regressions when the run is compared with a saved one), then one section per suite: a
+  one-line "look first" naming its worst cells (its regressions first), the comparison with the
+  saved run (regressed, improved, inconclusive; unchanged cells folded under their count), why
+  cells were skipped, a RULER-style task x length score table (depths averaged, an Avg column),
+  its heatmaps, and the Task Haystack and LongScore outputs found in the run folder by
+  file-name prefix. The core's sessionfinish runs first (tryfirst), so results are merged and
   the session reports drawn by then.
 - Markdown summaries are rendered as HTML (tables included) and preferred to a CSV of the same
   name, which is for scripts; numbers in a CSV shown as a table are rounded for reading. Every
@@ -23,6 +25,7 @@ import base64
 import csv
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
@@ -39,13 +42,18 @@ from .badge import badge_path
 from .findings import SKIP_EXAMPLES, look_first, skip_reasons
 from .judged import judge_table
 from .summary import (
+    COUNTED_ONLY,
     DeltaRow,
     RunSummary,
     Tally,
     cell_label,
+    comparison_headline,
+    delta_counts,
+    detectable,
     effective_legend,
     effective_table,
     headline,
+    interval,
     metrics_label,
     number,
     percent,
@@ -54,9 +62,10 @@ from .summary import (
     summarize,
 )
 
-PROMPT_CHARS = 1500
+PROMPT_CHARS = 4000
 """Cap on a prompt's characters shown per sample, head and tail, the middle elided (results
-already keep only 600 + 600 of each prompt: this only guards against suites that keep more)."""
+already keep an excerpt: head, a window around the gold answer and tail, see
+results.clip_sample; this only guards against suites that keep more)."""
 OUTPUT_CHARS = 600
 TABLE_ROWS = 40
 """Rows shown of a CSV table from the run folder."""
@@ -90,6 +99,9 @@ STYLE = """<style>
 .lceval pre { white-space: pre-wrap; word-break: break-word; max-height: 20em; overflow: auto;
   background: #f7f7f7; padding: 6px; margin: 2px 0 8px; }
 .lceval .muted { color: #666; }
+.lceval img.plot.heatmap { max-width: 32%; }
+.lceval details > summary { cursor: pointer; color: #444; margin: 4px 0; }
+.lceval .undefined { font-style: italic; color: #555; }
 </style>"""
 
 
@@ -142,38 +154,64 @@ def markdown_html(text: str) -> str:
 # -- per test -------------------------------------------------------------------------------
 
 
+def model_time(result: CellResult) -> str:
+    """The cell's model time; a cell with no request of its own says where its answers came
+    from instead of 'model 0.00s (0 requests)'."""
+    if result.model_requests == 0 and result.scores:
+        return ("model: shared call (no request of its own: its answers came from a call "
+                "another cell made, or from the store)")
+    return f"model {result.seconds_model:.2f}s ({result.model_requests} requests)"
+
+
 def cell_html(result: CellResult, samples_href: str = "") -> str:
-    """Properties, verdicts and first samples of one cell, every value escaped; with
-    ``samples_href``, a link to every case of the cell (--lceval-log-samples)."""
+    """The verdict of one cell in view (score, metric, outcome, every criterion's message), its
+    other properties and its kept cases folded under a line each, so that a run with many
+    failed tests (whose rows pytest-html opens) stays a page to scroll, not a book; with
+    ``samples_href``, a link to every case of the cell (--lceval-log-samples); every value
+    escaped."""
     ci = f"{number(result.ci_low)}–{number(result.ci_high)}"
-    rows = [
-        ("score", f"{number(result.score)} (95% CI {ci}), N={result.n}"),
-        ("metric", f"{result.metric_label}: {result.metric_about}" if result.metric else "–"),
-        ("outcome", result.outcome + (f": {result.reason}" if result.reason else "")),
-        ("cell", result.task + (f" · {format_length(result.length)} tokens" if result.length
-                                else "")
-                 + ("" if result.depth is None else f" · depth {format_depth(result.depth)}%")
-                 + (f" · {result.extra}" if result.extra else "")),
-        ("input tokens", f"mean {result.input_tokens_mean:.0f}, max {result.input_tokens_max}"),
-        ("model", f"{result.model} (fingerprint {result.fingerprint[:12]})"),
-        ("source", result.source),
-        ("time", f"build {result.seconds_build:.2f}s, model {result.seconds_model:.2f}s "
-                 f"({result.model_requests} requests), score {result.seconds_score:.2f}s"),
-    ]
+    where = result.task + (f" · {format_length(result.length)} tokens" if result.length else "") \
+        + ("" if result.depth is None else f" · depth {format_depth(result.depth)}%") \
+        + (f" · {result.extra}" if result.extra else "")
+    rows = [("score", f"{number(result.score)} (95% CI {ci}), N={result.n}"),
+            ("metric", f"{result.metric_label}: {result.metric_about}" if result.metric
+             else "–"),
+            ("outcome", result.outcome + (f": {result.reason}" if result.reason else "")),
+            ("cell", where)]
     classes = [""] * len(rows) + ["pass" if j.passed else "fail" for j in result.judgements]
     rows += [(f"verdict: {j.criterion}", ("PASS: " if j.passed else "FAIL: ") + j.message)
              for j in result.judgements]
-    rows += [(name, str(value)) for name, value in sorted(result.metrics.items())
-             if isinstance(value, (int, float, str, bool)) or value is None]
-    parts = [_table(("property", "value"), [(escape(k), escape(v)) for k, v in rows], classes)]
+    more = [
+        ("input tokens", f"mean {result.input_tokens_mean:.0f}, max {result.input_tokens_max}"),
+        ("model", f"{result.model} (fingerprint {result.fingerprint[:12]})"),
+        ("source", result.source),
+        ("time", f"build {result.seconds_build:.2f}s, {model_time(result)}, "
+                 f"score {result.seconds_score:.2f}s"),
+        *((name, str(value)) for name, value in sorted(result.metrics.items())
+          if isinstance(value, (int, float, str, bool)) or value is None),
+    ]
+    parts = [_table(("property", "value"), [(escape(k), escape(v)) for k, v in rows], classes),
+             f"<details><summary>{len(more)} more properties</summary>"
+             + _table(("property", "value"), [(escape(k), escape(v)) for k, v in more])
+             + "</details>"]
     if samples_href:
         parts.append(f'<p><a href="{escape(samples_href)}">Every case of this cell</a> '
                      f"<span class='muted'>(prompts as sent, whole outputs, gold, scores, "
                      f"request keys: gzipped JSONL, {escape(result.samples_file)})</span></p>")
-    for index, sample in enumerate(result.samples):
+    if result.samples:
+        parts.append(f"<details><summary>{len(result.samples)} of {result.n} cases kept, the "
+                     f"lowest-scoring first</summary>{_samples_html(result)}</details>")
+    return "".join(parts)
+
+
+def _samples_html(result: CellResult) -> str:
+    parts = []
+    for sample in result.samples:
         gold = ", ".join(str(g) for g in sample.get("gold", []))
+        index = sample.get("index")
+        case = "" if index is None else f" (case {escape(str(index))})"
         parts.append(
-            f"<h4>Sample {index + 1} of {result.n}: score {escape(str(sample.get('score')))}, "
+            f"<h4>Sample{case}: score {escape(str(sample.get('score')))}, "
             f"gold {escape(clip(gold, 200))}</h4>"
             f"<div class='muted'>prompt</div><pre>"
             f"{escape(clip(str(sample.get('prompt', '')), PROMPT_CHARS))}</pre>"
@@ -227,12 +265,15 @@ def skip_reason(report: pytest.TestReport) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
+    """The score; a skipped test shows its reason, after the score it was measured at when it
+    has one (an undefined LongScore skips the verdict, not the measurement)."""
     properties = dict(getattr(report, "user_properties", []))
     score, metric = properties.get("score"), properties.get("metric")
-    text = number(float(score)) if isinstance(score, (int, float)) else ""
+    text = number(float(score)) if isinstance(score, (int, float)) \
+        and math.isfinite(score) else ""
     reason = skip_reason(report)
     if reason:
-        text = f"skipped: {escape(reason)}"
+        text = (f"{text} · " if text else "") + f"skipped: {escape(reason)}"
     cells.insert(2, f'<td class="col-score">{text}</td>')
     cells.insert(3, f'<td class="col-metric">{escape(str(metric or ""))}</td>')
 
@@ -282,7 +323,8 @@ def _artifact_html(path: Path, siblings: set[str]) -> str:
     if path.suffix in (".png", ".svg"):
         if path.stat().st_size > IMAGE_BYTES:
             return f"<p class='muted'>{name} (too large to embed)</p>"
-        return f'<img class="plot" alt="{name}" title="{name}" src="{_data_uri(path)}">'
+        kind = "plot heatmap" if path.name.startswith("heatmap-") else "plot"
+        return f'<img class="{kind}" alt="{name}" title="{name}" src="{_data_uri(path)}">'
     if path.suffix == ".csv":
         if path.stem + ".md" in siblings:
             return f"<p class='muted'>The same table for scripts: {name}</p>"
@@ -312,19 +354,34 @@ def assign_artifacts(run_dir: Path, suites: list[str]) -> dict[str, list[Path]]:
     return sections
 
 
-def _tally_line(tally: Tally) -> str:
-    return (f"<p>{tally.passed} passed, {tally.failed} failed, {tally.skipped} skipped: "
-            f"pass rate {percent(tally.pass_rate)}</p>")
+def _tally_line(summary: RunSummary, tally: Tally) -> str:
+    compared = comparison_headline(summary, tally.name, code=False)
+    return (f"<p>{escape(compared) + '; ' if compared else ''}{tally.passed} passed, "
+            f"{tally.failed} failed, {tally.skipped} skipped: pass rate "
+            f"{percent(tally.pass_rate)}</p>")
 
 
 def comparison_table(deltas: list[DeltaRow]) -> str:
+    """Regressed, then improved, then inconclusive rows (the order of ``deltas``); the cells
+    that did not change, or were not compared, folded away under their count."""
+    listed = [d for d in deltas if d.status not in COUNTED_ONLY]
+    folded = [d for d in deltas if d.status in COUNTED_ONLY]
+    html = _delta_rows(listed) if listed else ""
+    if folded:
+        counts = ", ".join(f"{sum(d.status == s for d in folded)} {s}"
+                           for s in sorted({d.status for d in folded}))
+        html += (f"<details><summary>{counts} (every case scored the same in both runs, or the "
+                 f"cell was not compared): show</summary>{_delta_rows(folded)}</details>")
+    return html
+
+
+def _delta_rows(deltas: list[DeltaRow]) -> str:
     rows = [(escape(d.label), escape(d.metric), number(d.baseline), number(d.current),
-             number(d.difference, True), f"{number(d.ci_low, True)} to {number(d.ci_high, True)}",
-             pvalue(d.p_value), number(d.mde), str(d.n),
-             escape(d.status)) for d in deltas]
+             number(d.difference, True), interval(d), pvalue(d.p_value), detectable(d),
+             str(d.n), escape(d.status)) for d in deltas]
     return _table(("cell", "metric", "baseline", "now", "Δ", "95% CI of Δ", "p",
-                   "min. detectable drop", "N paired", "status"), rows, [d.status for d in deltas],
-                  frozenset(range(2, 9)))
+                   "min. detectable drop", "N paired", "status"), rows,
+                  [d.status for d in deltas], frozenset(range(2, 9)))
 
 
 def _badge(path: Path) -> str:
@@ -334,7 +391,7 @@ def _badge(path: Path) -> str:
 def run_header(run_dir: Path, summary: RunSummary) -> str:
     return (f'{STYLE}<div class="lceval">{_badge(badge_path(run_dir))}'
             f"<p class='{'pass' if summary.ok else 'fail'}'><b>"
-            f"{escape(headline(summary, marks=False))}</b></p>"
+            f"{escape(headline(summary, marks=False, code=False))}</b></p>"
             f"<p class='muted'>model {escape(summary.model)} · seed {summary.seed} · run folder "
             f"{escape(str(run_dir))}</p>"
             + (f"<p class='muted'>{escape(summary.samples)}</p>" if summary.samples else "")
@@ -360,33 +417,68 @@ def skips_html(results: list[CellResult]) -> str:
 
 
 def score_table_html(results: list[CellResult]) -> str:
-    """Task x length scores (percent, one decimal) of the cells that have no depth and no
-    extra axis, e.g. 100-LongBench's; a skipped cell shows 'skip' with its reason as tooltip."""
-    cells = [r for r in results if r.depth is None and not r.extra]
+    """Task x length scores in percent, as RULER's tables: a task with depths is the mean over
+    its depth cells (each depth weighs the same), an Avg column over the lengths, and an
+    average row over the tasks measured at every length. A measured cell whose verdict was
+    skipped (an undefined LongScore) shows its score, labelled; a cell never measured shows
+    'skip' with its reason as a tooltip; '(2 FAIL)' counts the failed cells behind a value."""
+    cells = [r for r in results if not r.extra and r.length > 0]
     if not cells:
         return ""
     lengths = sorted({r.length for r in cells})
-    by_key = {(r.task, r.length): r for r in cells}
+    tasks = sorted({r.task for r in cells})
+    means: dict[tuple[str, int], float] = {}
     rows = []
-    for task in sorted({r.task for r in cells}):
+    for task in tasks:
         row = [escape(task), escape(metrics_label([r for r in cells if r.task == task]))]
         for length in lengths:
-            found = by_key.get((task, length))
-            if found is None:
-                row.append("")
-            elif found.outcome == "skipped":
-                row.append(f'<span class="skipped" title="{escape(found.reason)}">skip</span>')
-            else:
-                mark = " (FAIL)" if found.outcome == "failed" else ""
-                row.append(f"{100 * found.score:.1f}{mark}")
-        rows.append(row)
-    header = ["task", "metric", *(f"{format_length(n)} score (%)" for n in lengths)]
-    return ("<h3>Scores by task and length</h3>"
-            + _table(header, rows, numeric=frozenset(range(2, len(lengths) + 2))))
+            group = [r for r in cells if (r.task, r.length) == (task, length)]
+            scored = [r for r in group if r.measured]
+            if scored:
+                means[(task, length)] = sum(r.score for r in scored) / len(scored)
+            row.append(_score_cell(group, scored, means.get((task, length))))
+        mine = [means[(task, n)] for n in lengths if (task, n) in means]
+        avg = f"{100 * sum(mine) / len(mine):.1f}" if mine else ""
+        if mine and len(mine) < len(lengths):
+            avg += f" ({len(mine)} of {len(lengths)} lengths)"
+        rows.append([*row, avg])
+    complete = [t for t in tasks if all((t, n) in means for n in lengths)]
+    if len(complete) > 1:
+        per_length = [sum(means[(t, n)] for t in complete) / len(complete) for n in lengths]
+        rows.append([f"<b>average of {len(complete)} tasks</b>", "",
+                     *(f"<b>{100 * v:.1f}</b>" for v in per_length),
+                     f"<b>{100 * sum(per_length) / len(per_length):.1f}</b>"])
+    depths = any(r.depth is not None for r in cells)
+    header = ["task", "metric", *(format_length(n) for n in lengths), "Avg"]
+    return ("<h3>Scores by task and length</h3><p class='muted'>Score in percent"
+            + (", the mean over the depth cells" if depths else "")
+            + "; Avg: the mean over the lengths; the average row: the tasks measured at every "
+              "length.</p>"
+            + _table(header, rows, numeric=frozenset(range(2, len(lengths) + 3))))
+
+
+def _score_cell(group: list[CellResult], scored: list[CellResult], mean: float | None) -> str:
+    """One task-length value of the score table (see score_table_html)."""
+    if mean is None:
+        if not group:
+            return ""
+        reason = next((r.reason for r in group if r.outcome == "skipped"), "")
+        return f'<span class="skipped" title="{escape(reason)}">skip</span>'
+    text = f"{100 * mean:.1f}"
+    failed = sum(r.outcome == "failed" for r in scored)
+    if failed:
+        text += " (FAIL)" if len(scored) == 1 else f" ({failed} FAIL)"
+    undefined = [r for r in scored if r.metrics.get("longscore_undefined")]
+    if undefined:
+        text += (f' <span class="undefined" title="{escape(undefined[0].reason)}">'
+                 f"LC undefined</span>")
+    return text
 
 
 def suite_sections(run_dir: Path, summary: RunSummary,
                    results: list[CellResult]) -> list[str]:
+    """Per suite: what to act on first (the comparison, what to look at, skip reasons), then
+    the tables and figures."""
     suites = [t.name for t in summary.suites]
     artifacts = assign_artifacts(run_dir, suites)
     siblings = {p.name for paths in artifacts.values() for p in paths}
@@ -394,8 +486,13 @@ def suite_sections(run_dir: Path, summary: RunSummary,
     for tally in summary.suites:
         mine = [r for r in results if r.suite == tally.name]
         parts = [f"<h2>Suite {escape(tally.name)}</h2>", _badge(badge_path(run_dir, tally.name)),
-                 _tally_line(tally), look_first_html(mine), skips_html(mine),
-                 score_table_html(mine)]
+                 _tally_line(summary, tally), look_first_html(mine)]
+        deltas = [d for d in summary.deltas if d.suite == tally.name]
+        if deltas:
+            counts = delta_counts(Counter(d.status for d in deltas))
+            parts += [f"<h3>Comparison with baseline {escape(summary.baseline or '')}: "
+                      f"{escape(counts)}</h3>", comparison_table(deltas)]
+        parts += [skips_html(mine), score_table_html(mine)]
         parts += [_artifact_html(p, siblings) for p in artifacts.get(tally.name, [])]
         effective = [row for row in summary.effective if row.suite == tally.name]
         if effective:
@@ -410,10 +507,6 @@ def suite_sections(run_dir: Path, summary: RunSummary,
             header, rows = judge_table(judged)
             parts += ["<h3>Judged tasks</h3>",
                       _table(header, [[escape(text) for text in row] for row in rows])]
-        deltas = [d for d in summary.deltas if d.suite == tally.name]
-        if deltas:
-            parts += [f"<h3>Comparison with baseline {escape(summary.baseline or '')}</h3>",
-                      comparison_table(deltas)]
         html.append('<div class="lceval">' + "".join(parts) + "</div>")
     for title, paths in artifacts.items():
         if title not in suites:

@@ -1,8 +1,10 @@
 """The whole run on the terminal: a plan before the first cell, then progress and an ETA.
 
 After collection one line states the plan (suites, cells, cases, tokens, estimated time, see
-``run_plan``). As cells finish, the whole run's progress (cells, cases, tokens/s, elapsed, ETA)
-is rewritten in place on a terminal and printed as a line every 5 % of the cells in a log.
+``run_plan``), after the start-up lines of the suites that have cells in it (``Suite.header``:
+a recall-only run prints nothing of Task Haystack's settings). As cells finish, the whole
+run's progress (cells, cases, tokens/s, elapsed, ETA) is rewritten in place on a terminal and
+printed as a line every 5 % of the cells in a log.
 
 Under xdist the controller collects nothing: each worker writes the plan of what it collected
 into the run folder before announcing its collection, and the controller reads it when
@@ -33,6 +35,7 @@ from ..run_plan import (
     write_plan,
 )
 from ..settings import SETTINGS
+from ..suite import suites_of
 from ..workers import worker_id
 
 PLUGIN_NAME = "lceval-run-progress"
@@ -79,6 +82,7 @@ class RunProgress:
     """The single process or the xdist controller: plan line, progress, remembered speed."""
 
     def __init__(self, config: pytest.Config, board: TerminalBoard) -> None:
+        self.config = config
         settings = config.stash[SETTINGS]
         self.run_dir: Path = config.stash[RUN_DIR]
         self.store_dir = settings.store_path.parent
@@ -127,6 +131,10 @@ class RunProgress:
         xdist's own lines about its workers' collection."""
         if self.tracker is not None and not self.announced:
             self.announced = True
+            suites = suites_of(self.config)
+            for name in sorted({cell.suite for cell in self.tracker.plan.values()}):
+                for line in suites[name].header() if name in suites else ():
+                    self.board.log(line)
             self.board.log(self.tracker.plan_line())
             self.board.set_run(self._status)
 

@@ -7,15 +7,16 @@ numbers can never disagree between them.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .. import strict_json
 from ..effective.length import EffectiveRow
 from ..effective.plugin import effective_rows
 from ..grid import format_length
@@ -29,11 +30,20 @@ SUMMARY_JSON = "summary.json"
 WORST_SHOWN = 5
 """Rows of the worst-cells table: a PR comment should be read, not scrolled."""
 DELTAS_SHOWN = 8
+"""Rows of the comparison table in summary.md beyond the failing ones."""
+FAILING_SHOWN = 20
+"""Failing comparison rows listed in summary.md and on the terminal before 'and N more'."""
 REASON_CHARS = 140
 BASELINE = "baseline"
 """The criterion name of the paired comparison's judgements (see baseline.py)."""
-COMPARISON_STATUSES = ("regressed", "unpaired", "small-drop", "inconclusive", "improved",
-                       "unchanged", "not-compared")
+COMPARISON_STATUSES = ("regressed", "unpaired", "other-judge", "small-drop", "improved",
+                       "inconclusive", "unchanged", "not-compared")
+"""In the order a reviewer acts on them: the comparison's failures first (a significant drop,
+cells that could not be paired), then what moved significantly, then what moved without
+evidence; cells whose every case scored the same, and cells not compared, are only counted."""
+FAILING_STATUSES = frozenset({"regressed", "unpaired", "other-judge"})
+"""Statuses whose judgement failed the cell."""
+COUNTED_ONLY = frozenset({"unchanged", "not-compared"})
 
 
 @dataclass(frozen=True)
@@ -86,16 +96,19 @@ class CellRow:
 class LengthRow:
     """A suite's score at one length, as HELMET reports a category: the mean over tasks of
     each task's mean over its cases (depths pooled), so a task with a depth axis weighs as
-    much as one without."""
+    much as one without. Every length of a suite averages the same tasks (those measured at
+    all its lengths), so the row-to-row change is the model's and not the task mix's."""
 
     suite: str
     length: int
     score: float
     tasks: int
     n: int
-    """Cases scored at this length, over every task."""
+    """Cases scored at this length, over those tasks."""
     seconds_per_case: float
     """Model seconds per case (near 0 for answers already in the store)."""
+    left_out: tuple[str, ...] = ()
+    """Tasks of the suite measured at some of its lengths but not at all, not averaged."""
     metrics: str = ""
     """The metrics the tasks' scores are on, e.g. 'string_match_all, subem (0–1)'."""
 
@@ -110,17 +123,26 @@ def metrics_label(results: list[CellResult]) -> str:
 
 
 def length_rows(results: list[CellResult]) -> list[LengthRow]:
-    measured = [r for r in results if r.length > 0 and r.scores and r.outcome != "skipped"]
+    scored = [r for r in results if r.length > 0 and r.measured and r.scores]
     rows = []
-    for suite, length in sorted({(r.suite, r.length) for r in measured}):
-        cells = [r for r in measured if (r.suite, r.length) == (suite, length)]
-        by_task: dict[str, list[float]] = {}
-        for cell in cells:
-            by_task.setdefault(cell.task, []).extend(cell.scores)
-        n = sum(len(scores) for scores in by_task.values())
-        rows.append(LengthRow(
-            suite, length, sum(sum(v) / len(v) for v in by_task.values()) / len(by_task),
-            len(by_task), n, sum(c.seconds_model for c in cells) / n, metrics_label(cells)))
+    for suite in sorted({r.suite for r in scored}):
+        cells = [r for r in scored if r.suite == suite]
+        lengths = sorted({r.length for r in cells})
+        tasks_at = {n: {r.task for r in cells if r.length == n} for n in lengths}
+        common = set.intersection(*tasks_at.values())
+        left_out = tuple(sorted(set.union(*tasks_at.values()) - common))
+        for length in lengths:
+            mine = [r for r in cells if r.length == length and r.task in common]
+            by_task: dict[str, list[float]] = {}
+            for cell in mine:
+                by_task.setdefault(cell.task, []).extend(cell.scores)
+            if not by_task:
+                continue
+            n = sum(len(scores) for scores in by_task.values())
+            rows.append(LengthRow(
+                suite, length, sum(sum(v) / len(v) for v in by_task.values()) / len(by_task),
+                len(by_task), n, sum(c.seconds_model for c in mine) / n, left_out,
+                metrics_label(mine)))
     return rows
 
 
@@ -141,6 +163,23 @@ class DeltaRow:
     mde: float = math.nan
     n: int = 0
     metric: str = ""
+    outcome: str = ""
+    """The cell's outcome in this run."""
+    baseline_outcome: str = ""
+    """The cell's outcome in the saved run ('' when unknown)."""
+
+    @property
+    def failing(self) -> bool:
+        return self.status in FAILING_STATUSES
+
+
+def delta_order(row: DeltaRow) -> tuple[int, float, str]:
+    """Reviewer's order (COMPARISON_STATUSES), the largest change first within a status."""
+    rank = COMPARISON_STATUSES.index(row.status) if row.status in COMPARISON_STATUSES \
+        else len(COMPARISON_STATUSES)
+    change = math.inf if math.isnan(row.difference) else \
+        (-row.difference if row.status == "improved" else row.difference)
+    return rank, change, row.nodeid
 
 
 @dataclass(frozen=True)
@@ -153,7 +192,7 @@ class RunSummary:
     worst: list[CellRow]
     """Failed cells first, then the lowest scores; at most WORST_SHOWN."""
     deltas: list[DeltaRow]
-    """Every compared cell, largest drop first."""
+    """Every compared cell, in the reviewer's order (``delta_order``)."""
     baseline: str | None = None
     delta_counts: dict[str, int] = field(default_factory=dict)
     gates: list[Judgement] = field(default_factory=list)
@@ -169,6 +208,16 @@ class RunSummary:
     @property
     def ok(self) -> bool:
         return self.total.failed == 0 and all(gate.passed for gate in self.gates)
+
+    @property
+    def failing_deltas(self) -> list[DeltaRow]:
+        """The comparison's failures (regressed first), in the reviewer's order."""
+        return [d for d in self.deltas if d.failing]
+
+    def failed_before(self, suite: str | None = None) -> int:
+        """Cells that failed in this run and had failed in the saved run too."""
+        return sum(d.outcome == d.baseline_outcome == "failed"
+                   and (suite is None or d.suite == suite) for d in self.deltas)
 
 
 def cell_label(nodeid: str) -> str:
@@ -190,8 +239,7 @@ def summarize(run: str, results: list[CellResult],
     suites = sorted({r.suite for r in results})
     judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
     worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
-    deltas = sorted((row for r in results if (row := _delta(r)) is not None),
-                    key=lambda d: (math.isnan(d.difference), d.difference, d.nodeid))
+    deltas = sorted((row for r in results if (row := _delta(r)) is not None), key=delta_order)
     baselines = {j.properties.get("baseline") for r in results for j in r.judgements
                  if j.criterion == BASELINE}
     return RunSummary(
@@ -226,7 +274,8 @@ def _delta(result: CellResult) -> DeltaRow | None:
     p = found[0]
 
     def get(key: str) -> float:
-        return float(p.get(key, math.nan))
+        value = p.get(key)
+        return math.nan if value is None else float(value)
 
     return DeltaRow(
         result.nodeid, result.suite, cell_label(result.nodeid),
@@ -234,7 +283,8 @@ def _delta(result: CellResult) -> DeltaRow | None:
         baseline=get("baseline_score"), current=get("baseline_score") + get("baseline_diff"),
         difference=get("baseline_diff"), ci_low=get("baseline_ci_low"),
         ci_high=get("baseline_ci_high"), p_value=get("baseline_p"), mde=get("baseline_mde"),
-        n=int(p.get("baseline_n", 0)), metric=result.metric_label,
+        n=int(p.get("baseline_n", 0)), metric=result.metric_label, outcome=result.outcome,
+        baseline_outcome=str(p.get("baseline_outcome", "")),
     )
 
 
@@ -259,17 +309,47 @@ def pvalue(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def headline(summary: RunSummary, marks: bool = True) -> str:
-    """One line verdict; ``marks`` adds the emoji that GitHub shows (browsers without an emoji
-    font show boxes, so the HTML report leaves them out)."""
+def detectable(row: DeltaRow) -> str:
+    """The minimum detectable drop; 'none at N=3' where the exact test can reject nothing."""
+    return f"none at N={row.n}" if math.isinf(row.mde) else number(row.mde)
+
+
+def interval(row: DeltaRow) -> str:
+    return f"{number(row.ci_low, True)} to {number(row.ci_high, True)}"
+
+
+def comparison_headline(summary: RunSummary, suite: str | None = None,
+                        code: bool = True) -> str:
+    """'3 regressed against `base`' (and how many cells could not be paired); '' without a
+    baseline. ``code`` quotes the name as markdown code."""
+    if not summary.baseline:
+        return ""
+    rows = [d for d in summary.deltas if suite is None or d.suite == suite]
+    regressed = sum(d.status == "regressed" for d in rows)
+    unpaired = sum(d.failing and d.status != "regressed" for d in rows)
+    name = f"`{summary.baseline}`" if code else summary.baseline
+    text = f"{regressed} regressed against {name}"
+    return text + (f" ({unpaired} could not be compared)" if unpaired else "")
+
+
+def headline(summary: RunSummary, marks: bool = True, code: bool = True) -> str:
+    """One line verdict, led by the comparison when there is one; ``marks`` adds the emoji
+    that GitHub shows (browsers without an emoji font show boxes, so the HTML report leaves
+    them out)."""
     total = summary.total
     failed_gates = sum(not gate.passed for gate in summary.gates)
     if summary.ok:
         verdict = "passed"
     elif total.failed:
         verdict = f"{total.failed} of {total.judged} cells failed"
+        before = summary.failed_before()
+        if before:
+            verdict += f" ({before} also failed in the baseline)"
     else:
         verdict = f"{failed_gates} suite {'gate' if failed_gates == 1 else 'gates'} failed"
+    compared = comparison_headline(summary, code=code)
+    if compared:
+        verdict = f"{compared}; {verdict}"
     if marks:
         verdict = ("✅ " if summary.ok else "❌ ") + verdict
     return (f"pytest-lceval {verdict}: pass rate {percent(total.pass_rate)} "
@@ -297,6 +377,20 @@ def effective_table(rows: list[EffectiveRow]) -> tuple[list[str], list[list[str]
     return header, body
 
 
+def delta_counts(counts: Mapping[str, int]) -> str:
+    """'3 regressed, 45 inconclusive, 108 unchanged' in the reviewer's order."""
+    return ", ".join(f"{counts[s]} {s}" for s in COMPARISON_STATUSES if counts.get(s))
+
+
+def shown_deltas(deltas: list[DeltaRow], limit: int = DELTAS_SHOWN) -> list[DeltaRow]:
+    """The rows a short report lists: every failing one (up to FAILING_SHOWN), then the next
+    ones in the reviewer's order up to ``limit`` rows, never an unchanged or uncompared cell."""
+    listed = [d for d in deltas if d.status not in COUNTED_ONLY]
+    failing = [d for d in listed if d.failing][:FAILING_SHOWN]
+    rest = [d for d in listed if not d.failing][:max(0, limit - len(failing))]
+    return failing + rest
+
+
 def _md_cell(text: str) -> str:
     """Keep a value inside its markdown table cell (and out of GitHub's HTML rendering)."""
     text = " ".join(text.split())
@@ -307,19 +401,26 @@ def _md_cell(text: str) -> str:
 
 def to_markdown(summary: RunSummary) -> str:
     lines = [f"### {headline(summary)}", "",
-             f"Model `{summary.model}` · seed {summary.seed} · run `{summary.run}`", "",
-             "| suite | passed | failed | skipped | pass rate |", "|---|--:|--:|--:|--:|"]
+             f"Model `{summary.model}` · seed {summary.seed} · run `{summary.run}`", ""]
+    if summary.deltas:
+        lines += _comparison_markdown(summary) + [""]
+    lines += ["| suite | passed | failed | skipped | pass rate |", "|---|--:|--:|--:|--:|"]
     for t in summary.suites:
         lines.append(f"| {t.name} | {t.passed} | {t.failed} | {t.skipped} | "
                      f"{percent(t.pass_rate)} |")
     if summary.lengths:
-        lines += ["", "**Scores by length** (mean over tasks; N cases)", "",
+        lines += ["", "**Scores by length** (per suite, the mean over the same tasks at every "
+                      "length of each task's cases, depths pooled; N cases)", "",
                   "| suite | length | score | metric | tasks | N | model s/case |",
                   "|---|--:|--:|---|--:|--:|--:|"]
         for length in summary.lengths:
             lines.append(f"| {length.suite} | {format_length(length.length)} | "
                          f"{number(length.score)} | {_md_cell(length.metrics)} | "
                          f"{length.tasks} | {length.n} | {length.seconds_per_case:.2f} |")
+        for suite, left_out in sorted({(r.suite, r.left_out) for r in summary.lengths
+                                       if r.left_out}):
+            lines.append(f"\n{suite}: not averaged, as not measured at every length: "
+                         f"{_md_cell(', '.join(left_out))}.")
     if summary.effective:
         header, rows = effective_table(summary.effective)
         lines += ["", f"**Claimed window vs effective length** ({effective_legend(summary)})",
@@ -343,24 +444,28 @@ def to_markdown(summary: RunSummary) -> str:
             lines.append(f"| {row.suite} · `{_md_cell(row.label)}` | {number(row.score)} "
                          f"({number(row.ci_low)}–{number(row.ci_high)}) | "
                          f"{_md_cell(row.metric)} | {row.n} | {_md_cell(row.verdict)} |")
-    if summary.deltas:
-        counts = ", ".join(f"{summary.delta_counts[s]} {s}" for s in COMPARISON_STATUSES
-                           if summary.delta_counts.get(s))
-        lines += ["", f"**Against baseline `{summary.baseline}`:** {counts}", "",
-                  "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
-                  "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
-        for d in summary.deltas[:DELTAS_SHOWN]:
-            lines.append(f"| {d.suite} · `{_md_cell(d.label)}` | {_md_cell(d.metric)} | "
-                         f"{number(d.baseline)} | {number(d.current)} | "
-                         f"{number(d.difference, True)} "
-                         f"({number(d.ci_low, True)} to {number(d.ci_high, True)}) | "
-                         f"{pvalue(d.p_value)} | {number(d.mde)} | {d.status} |")
-        if len(summary.deltas) > DELTAS_SHOWN:
-            lines.append(f"\n{len(summary.deltas) - DELTAS_SHOWN} more compared cells in "
-                         f"{SUMMARY_JSON} and the HTML report.")
     if summary.samples:
         lines += ["", summary.samples]
     return "\n".join(lines) + "\n"
+
+
+def _comparison_markdown(summary: RunSummary) -> list[str]:
+    """Regressions first, then improvements, then inconclusive changes; unchanged cells are
+    only counted."""
+    shown = shown_deltas(summary.deltas)
+    lines = [f"**{comparison_headline(summary)}:** {delta_counts(summary.delta_counts)}"]
+    if shown:
+        lines += ["", "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
+                      "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
+        lines += [f"| {d.suite} · `{_md_cell(d.label)}` | {_md_cell(d.metric)} | "
+                  f"{number(d.baseline)} | "
+                  f"{number(d.current)} | {number(d.difference, True)} ({interval(d)}) | "
+                  f"{pvalue(d.p_value)} | {detectable(d)} | {d.status} |" for d in shown]
+    hidden = Counter(d.status for d in summary.deltas if d not in shown)
+    if hidden:
+        lines.append(f"\nNot listed: {delta_counts(hidden)} (every cell in {SUMMARY_JSON} and "
+                     f"the HTML report).")
+    return lines
 
 
 def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
@@ -377,18 +482,7 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
     data["ok"] = summary.ok
     data["headline"] = headline(summary)
     data["cells"] = cells
-    return _strict(data)
-
-
-def _strict(value: Any) -> Any:
-    """NaN and infinities become null: strict JSON that any dashboard can parse."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _strict(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(item) for item in value]
-    return value
+    return data
 
 
 def samples_note(run_dir: Path) -> str:
@@ -409,14 +503,41 @@ def write_summary(run_dir: Path, results: list[CellResult],
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
     (run_dir / SUMMARY_JSON).write_text(
-        json.dumps(to_json(summary, results), indent=1, sort_keys=True, default=str,
-                   allow_nan=False),
+        strict_json.dumps(to_json(summary, results), indent=1, sort_keys=True, default=str),
         encoding="utf-8")
     return summary
+
+
+def terminal_lines(summary: RunSummary) -> list[str]:
+    """The verdict for the end of the terminal output: the headline, then each failing
+    comparison (regressions first), so a CI log shows the regressions where it ends."""
+    lines = [f"lceval: {headline(summary, marks=False, code=False)}"]
+    failing = summary.failing_deltas
+    for d in failing[:FAILING_SHOWN]:
+        lines.append(f"lceval:   {d.status} {d.suite} · {d.label}: {number(d.baseline)} -> "
+                     f"{number(d.current)}, Δ {number(d.difference, True)} (95% CI "
+                     f"{interval(d)}), p {pvalue(d.p_value)}, N {d.n}")
+    if len(failing) > FAILING_SHOWN:
+        lines.append(f"lceval:   and {len(failing) - FAILING_SHOWN} more in {SUMMARY_MD}")
+    return lines
+
+
+RUN_SUMMARY = pytest.StashKey[RunSummary]()
+"""This run's summary (controller only, set at session finish) for the terminal's last lines."""
 
 
 @pytest.hookimpl
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult],
                                  suite_verdicts: dict[str, list[Judgement]]) -> None:
-    write_summary(run_dir, results, suite_verdicts, effective_rows(config, results))
+    config.stash[RUN_SUMMARY] = write_summary(run_dir, results, suite_verdicts,
+                                              effective_rows(config, results))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """After pytest's own short summary: the last lines a CI log shows."""
+    summary = config.stash.get(RUN_SUMMARY, None)
+    if summary is not None:
+        for line in terminal_lines(summary):
+            terminalreporter.write_line(line)
