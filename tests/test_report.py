@@ -227,7 +227,7 @@ def test_score_table_is_rulers_task_by_length_table_with_measured_scores_shown(
     assert ("<tr><td>counting_stars</td><td>accuracy (0–1)</td><td class=\"num\">100.0</td>"
             "<td class=\"num\"><span class=\"skipped\" title=\"too long &lt;4k&gt;\">skip</span>"
             "</td><td class=\"num\">100.0 (1 of 2 lengths)</td></tr>") in table
-    assert ("<tr><td>json_kv</td><td>subem (0–1)</td><td class=\"num\">50.0 (1 FAIL)</td>"
+    assert ("<tr><td>json_kv</td><td>accuracy (0–1)</td><td class=\"num\">50.0 (1 FAIL)</td>"
             f"<td class=\"num\">50.0 <span class=\"undefined\" title=\"{undefined}\">LC "
             "undefined</span></td><td class=\"num\">50.0</td></tr>") in table
     assert ("<tr><td>kv_retrieval</td><td>accuracy (0–1)</td><td class=\"num\">66.7</td>"

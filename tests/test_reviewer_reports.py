@@ -70,7 +70,8 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
     assert text.startswith("### pytest-lceval ❌ 1 regressed against `base`; 1 of 3 cells "
                            "failed")
     table = [line for line in text.splitlines() if line.startswith("| toy · ")]
-    assert table[0].startswith("| toy · `toy-1k-55` | 1.000 | 0.000 | -1.000 (")
+    assert table[0].startswith("| toy · `toy-1k-55` | string_match_all (0–1) | 1.000 | 0.000 | "
+                               "-1.000 (")
     assert table[0].endswith("| regressed |")
     assert table[1].startswith("| toy · `toy-1k-50` |") and table[1].endswith(
         "| none at N=3 | inconclusive |")
@@ -171,7 +172,8 @@ def test_a_longscore_min_run_shows_measured_scores_where_longscore_is_undefined(
     table = table[:table.index("</table>")]
     assert ">skip<" not in table and table.count("LC undefined</span>") == 2
     text = (run / "summary.md").read_text()
-    assert "| toy | 3k | 0.000 | 1 | 9 |" in text and "| toy | 4k | 0.000 | 1 | 9 |" in text
+    assert "| toy | 3k | 0.000 | string_match_all (0–1) | 1 | 9 |" in text
+    assert "| toy | 4k | 0.000 | string_match_all (0–1) | 1 | 9 |" in text
     longscore_md = (run / "longscore-toy.md").read_text()
     assert "(cases: 1k all cases of the run's cells; 2k all cases of the run's cells)" \
         in longscore_md
