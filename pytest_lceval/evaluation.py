@@ -14,6 +14,7 @@ import pytest
 from .chat_choice import renderer_for
 from .data import DataSource
 from .grid import Cell
+from .helmet.pipeline import with_stops
 from .judge.panel import JudgedTask, JudgePanel, Scored
 from .models.stored import StoredModel
 from .records import Case
@@ -58,6 +59,13 @@ class Evaluator:
             return self.reference.build_context(renderer, self.data, self.settings.seed)
         return BuildContext(self.model.tokenizer, renderer, self.data, self.settings.seed)
 
+    def build(self, task: GenerationTask, cell: Cell) -> list[Case]:
+        """The cell's cases as this run asks them: built in the task's rendering
+        (``context_for``), their answers stopped where ``--lceval-stop-newline`` says
+        (helmet/pipeline.py). Raises CellDoesNotFit."""
+        return with_stops(task.build(cell, self.context_for(task)), task,
+                          self.settings.stop_newline)
+
     @functools.cached_property
     def reference(self) -> ReferenceTokenizer | None:
         """The --lceval-ref-tokenizer, loaded once per process; None without the option."""
@@ -72,13 +80,14 @@ class Evaluator:
               agreement: bool = True) -> Scored:
         """Every output's score: by the judge for a judged task (with the agreement numbers
         when ``agreement``), else by the task's own metric. The one scoring path of cells,
-        prior-knowledge probes and LongScore's base ability."""
+        prior-knowledge probes and LongScore's base ability. Each reads the output as the case
+        has it scored (``Case.scored``: HELMET's answer prefix before a raw prompt's answer)."""
+        texts = [case.scored(output) for output, case in zip(outputs, cases, strict=True)]
         if isinstance(task, JudgedTask):
             if self.judges is None:  # the grid leaves judged tasks out without a judge
                 raise RuntimeError(f"task {task.name} is judged but the run has no judge")
-            return self.judges.score(task, outputs, cases, agreement)
-        return Scored([task.score(output, case)
-                       for output, case in zip(outputs, cases, strict=True)])
+            return self.judges.score(task, texts, cases, agreement)
+        return Scored([task.score(text, case) for text, case in zip(texts, cases, strict=True)])
 
     def task(self, suite: str, name: str) -> GenerationTask:
         """A generation task of this session's suite ``suite`` (LongScore's base ability is

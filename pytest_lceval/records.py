@@ -25,7 +25,14 @@ class Prompt:
     user: str
     """The whole user-side text: instructions, demonstrations, context and question."""
     answer_prefix: str = ""
-    """Text the answer must continue (HELMET's answer prefix for base models); may be empty."""
+    """Text the answer must continue in every rendering, a chat template's assistant turn
+    included (a judge's prefilled JSON opening); may be empty."""
+    cue: str = ""
+    """What a raw prompt ends with after the user text: HELMET's answer prefix with the
+    separator before it (``"\nAnswer:"``, its ``prompt_template`` minus ``user_template``).
+    Under a chat template it is left out, since HELMET starts the assistant turn empty (its
+    ``tokenize`` never continues a final message, and its API models get the user message
+    alone)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,10 @@ class Case:
     stop: tuple[str, ...] = ()
     chat: Prompt | None = None
     """The untemplated prompt when a chat template was applied (see GenerateRequest.chat)."""
+    output_prefix: str = ""
+    """Put before the output before it is scored: HELMET's ``eval.py`` scores a raw prompt's
+    continuation with the answer prefix in front (``Answer:`` + output), since the prompt ended
+    with it; after a chat template, nothing (``helmet.pipeline.output_prefix``)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Free-form extras a report may show (e.g. the query key)."""
 
@@ -132,3 +143,7 @@ class Case:
 
     def request(self) -> GenerateRequest:
         return GenerateRequest(self.prompt, self.max_new_tokens, self.stop, self.chat)
+
+    def scored(self, output: str) -> str:
+        """The text the task's metric reads for ``output`` (see ``output_prefix``)."""
+        return self.output_prefix + output

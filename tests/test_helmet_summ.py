@@ -109,10 +109,12 @@ def test_meeting_cases_ask_their_request_and_visit_each_transcript_first() -> No
         assert all(d.startswith("Request: ") and case.meta["query"] not in d for d in demos)
 
 
-def test_chat_template_opens_the_assistant_turn_with_the_prefix() -> None:
+def test_chat_template_starts_the_assistant_turn_empty() -> None:
+    """HELMET's tokenize never continues a final message: under a chat template the prompt
+    ends where the template opens the assistant turn, without ``Summary:``."""
     [case] = build("infbench_sum_leval_tv_show", 4096, word_context(SUBSTITUTES, template=True))
-    assert case.prompt.endswith("Now summarize the episode.</u>Summary:")
-    assert case.chat is not None and case.chat.answer_prefix == "Summary:"
+    assert case.prompt.endswith("Now summarize the episode.</u>")
+    assert case.chat is not None and case.chat.answer_prefix == ""
     assert builtin_task("infbench_sum_leval_tv_show").use_chat_template is True  # type: ignore
 
 
