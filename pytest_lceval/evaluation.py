@@ -80,14 +80,13 @@ class Evaluator:
               agreement: bool = True) -> Scored:
         """Every output's score: by the judge for a judged task (with the agreement numbers
         when ``agreement``), else by the task's own metric. The one scoring path of cells,
-        prior-knowledge probes and LongScore's base ability. Each reads the output as the case
-        has it scored (``Case.scored``: HELMET's answer prefix before a raw prompt's answer)."""
-        texts = [case.scored(output) for output, case in zip(outputs, cases, strict=True)]
+        prior-knowledge probes and LongScore's base ability."""
         if isinstance(task, JudgedTask):
             if self.judges is None:  # the grid leaves judged tasks out without a judge
                 raise RuntimeError(f"task {task.name} is judged but the run has no judge")
-            return self.judges.score(task, texts, cases, agreement)
-        return Scored([task.score(text, case) for text, case in zip(texts, cases, strict=True)])
+            return self.judges.score(task, outputs, cases, agreement)
+        return Scored([task.score(output, case)
+                       for output, case in zip(outputs, cases, strict=True)])
 
     def task(self, suite: str, name: str) -> GenerationTask:
         """A generation task of this session's suite ``suite`` (LongScore's base ability is

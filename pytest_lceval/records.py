@@ -129,10 +129,6 @@ class Case:
     stop: tuple[str, ...] = ()
     chat: Prompt | None = None
     """The untemplated prompt when a chat template was applied (see GenerateRequest.chat)."""
-    output_prefix: str = ""
-    """Put before the output before it is scored: HELMET's ``eval.py`` scores a raw prompt's
-    continuation with the answer prefix in front (``Answer:`` + output), since the prompt ended
-    with it; after a chat template, nothing (``helmet.pipeline.output_prefix``)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Free-form extras a report may show (e.g. the query key)."""
 
@@ -143,7 +139,3 @@ class Case:
 
     def request(self) -> GenerateRequest:
         return GenerateRequest(self.prompt, self.max_new_tokens, self.stop, self.chat)
-
-    def scored(self, output: str) -> str:
-        """The text the task's metric reads for ``output`` (see ``output_prefix``)."""
-        return self.output_prefix + output

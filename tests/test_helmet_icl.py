@@ -61,9 +61,10 @@ def test_prompt_is_helmets_template() -> None:
         "Which city hosts it ?\nlabel:")
     # the label map shuffles HELMET's six TREC classes, though the fixture has two
     assert case.gold == ("0",) and case.stop == () and case.max_new_tokens == 20
-    assert case.depth is None and case.chat is None and case.output_prefix == "label:"
+    assert case.depth is None and case.chat is None
     assert case.meta == {"source": "data:trec", "shots": 6, "whole_rounds": 3, "classes": 2,
-                         "chance": 0.5, "label_name": "LOC", "context_tokens": 49}
+                         "chance": 0.5, "label_name": "LOC", "context_tokens": 49,
+                         "output_prefix": "label:"}  # eval.py scores "label:" + the output
     assert builtin_task("icl_trec_coarse").use_chat_template is False  # type: ignore[attr-defined]
 
 
@@ -73,8 +74,9 @@ def test_chat_template_starts_the_answer_empty() -> None:
     context = BuildContext(tokenizer, renderer, DataSource(FIXTURES), 0)
     [case] = build("icl_trec_coarse", 100, context)
     assert case.prompt.endswith("Which city hosts it ?</u>")
-    assert case.chat is not None and case.chat.answer_prefix == "" and case.output_prefix == ""
-    assert builtin_task("icl_trec_coarse").score(case.scored(" 0"), case) == 1.0
+    assert case.chat is not None and case.chat.answer_prefix == ""
+    assert case.meta["output_prefix"] == ""
+    assert builtin_task("icl_trec_coarse").score(" 0", case) == 1.0
 
 
 def test_loaders_read_each_release_format() -> None:
@@ -136,7 +138,7 @@ def test_test_inputs_are_balanced_and_fixed_per_seed() -> None:
 ])
 def test_score_is_exact_match_of_the_parsed_label(output: str, score: float) -> None:
     [case] = build("icl_trec_coarse", 100, word_context(FIXTURES))
-    assert builtin_task("icl_trec_coarse").score(case.scored(output), case) == score
+    assert builtin_task("icl_trec_coarse").score(output, case) == score
 
 
 def test_parse_label_follows_helmet() -> None:

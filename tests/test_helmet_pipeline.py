@@ -1,5 +1,5 @@
 """HELMET's shared pipeline as the project applies it to every category (helmet/pipeline.py):
-the answer prefix only in a raw prompt, the scored output, the newline stop only under
+the answer prefix only in a raw prompt, the newline stop only under
 ``--lceval-stop-newline=config``, HELMET's seeds, and its cut of an overflowing context. The same
 rules against HELMET's own code: tests/conformance/test_helmet_*_conformance.py."""
 
@@ -17,7 +17,6 @@ from pytest_lceval.grid import Cell
 from pytest_lceval.helmet.pipeline import (
     first_distinct,
     key_seed,
-    output_prefix,
     sample_keys,
     shuffled,
     truncate_context,
@@ -41,9 +40,6 @@ def test_a_raw_prompt_ends_with_the_cue_and_a_templated_one_opens_the_turn_empty
     # a prefill (a judge's JSON opening) is continued in either rendering
     begun = Prompt("Rate it.", answer_prefix='{"score": ')
     assert TEMPLATED.render(begun) == '<u>Rate it.</u><a>{"score": '
-    assert output_prefix(RAW, "Answer:") == "Answer:" and output_prefix(TEMPLATED, "Answer:") == ""
-    case = Case(index=0, prompt="p", gold=("g",), prompt_tokens=1, output_prefix="Answer:")
-    assert case.scored(" Paris") == "Answer: Paris"
 
 
 def test_answers_stop_at_a_newline_only_where_the_config_asks_and_the_run_chooses_it() -> None:

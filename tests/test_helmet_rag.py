@@ -59,7 +59,7 @@ def test_prompt_is_helmets_template_with_two_demos_and_the_gold_at_the_depth() -
     assert case.depth == 50.0 and case.meta["passages"] == 5
     assert case.meta["source"] == "data:kilt" and case.stop == ()
     assert case.gold == ("Ada Lovelace", "Lovelace") and case.max_new_tokens == 20
-    assert case.output_prefix == "Answer:"  # eval.py scores "Answer:" + the raw continuation
+    assert case.meta["output_prefix"] == "Answer:"  # eval.py scores "Answer:" + the output
 
 
 def test_kilt_loader_tells_the_gold_from_how_it_moves_between_a_questions_rows() -> None:

@@ -218,7 +218,7 @@ def test_prompt_is_helmets_template_for_a_fixed_seed() -> None:
     assert case.prompt.endswith("\n\nQuery: what do river otters eat\nRanking:")
     assert 0.99 * 750 <= case.total_tokens <= 750
     assert case.stop == () and case.max_new_tokens == 200
-    assert case.output_prefix == "Ranking:"
+    assert case.meta["output_prefix"] == "Ranking:"  # eval.py scores "Ranking:" + the output
     assert case.gold[0] in {c["id"] for c in shown if c["label"] == 3}
 
 

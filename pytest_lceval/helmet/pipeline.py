@@ -7,7 +7,8 @@ every category's prompt, as this project applies it.
   models get the user message alone. Tasks say this with ``Prompt.cue`` / ``Frame.cue``, which
   ``Renderer.render`` leaves out under a template.
 - **Scoring.** ``eval.py`` puts the answer prefix before a raw prompt's output before it parses
-  and scores it, and nothing after a chat template (``output_prefix``, ``Case.output_prefix``).
+  and scores it, and nothing after a chat template (a task records it in its cases' ``meta``,
+  ``metrics.helmet_scored``).
 - **Stops.** The configs of RAG, re-ranking and ICL say ``stop_new_line: true``, but
   ``arguments.py`` defines only ``--stop_newline`` (default False) and ``set_defaults(**config)``
   stores the config's key under a name nothing reads: the released pipeline never stops at a
@@ -30,7 +31,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..models.base import Renderer, Tokenizer
+from ..models.base import Tokenizer
 from ..records import Case
 
 STOP_CHOICES = ("released", "config")
@@ -38,12 +39,6 @@ STOP_CHOICES = ("released", "config")
 NEWLINE = "\n"
 
 K = TypeVar("K", bound=Hashable)
-
-
-def output_prefix(renderer: Renderer, answer_prefix: str) -> str:
-    """What ``eval.py`` puts before an output it scores: the answer prefix a raw prompt ended
-    with (its ``system_template``), nothing after a chat template."""
-    return "" if renderer.uses_template else answer_prefix
 
 
 def config_stops_at_newline(task: object) -> bool | None:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from ..data import DataError, DataSource
 from ..grid import Cell
-from ..helmet.pipeline import output_prefix, shuffled
-from ..metrics import helmet_parse_output, normalize_answer
+from ..helmet.pipeline import shuffled
+from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer
 from ..records import Case
 from .base import BuildContext, GenerationTask
 from .fitting import Fitted, Frame, fit
@@ -215,7 +215,8 @@ class IclTask:
                 for index, example in enumerate(tests)]
 
     def score(self, output: str, case: Case) -> float:
-        return float(normalize_answer(parse_label(output)) == normalize_answer(case.gold[0]))
+        label = parse_label(helmet_scored(output, case.meta))
+        return float(normalize_answer(label) == normalize_answer(case.gold[0]))
 
     def _case(self, cell: Cell, context: BuildContext, data: LabelledSet, index: int,
               example: Example) -> Case:
@@ -233,12 +234,12 @@ class IclTask:
         meta = {"source": data.source, "shots": fitted.context.shots,
                 "whole_rounds": fitted.context.shots // classes, "classes": classes,
                 "chance": round(1 / classes, 6), "label_name": data.classes[example.label],
-                "context_tokens": fitted.context.tokens}
+                "context_tokens": fitted.context.tokens,
+                OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER_PREFIX}
         return Case(index=index, prompt=fitted.rendered, gold=(str(mapping[example.label]),),
                     prompt_tokens=fitted.prompt_tokens, depth=None,
                     max_new_tokens=self.max_new_tokens,
-                    chat=context.renderer.chat_source(fitted.prompt),
-                    output_prefix=output_prefix(context.renderer, ANSWER_PREFIX), meta=meta)
+                    chat=context.renderer.chat_source(fitted.prompt), meta=meta)
 
 
 # HELMET's dataset names without their shot counts ("clinic150" is HELMET's spelling).

@@ -61,15 +61,14 @@ from ..data import DataError, DataSource, read_jsonl
 from ..grid import Cell, case_seed
 from ..helmet.nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
 from ..helmet.passages import Doc, pack, place, position_depth, render_docs
-from ..helmet.pipeline import (
-    first_distinct,
-    key_seed,
-    output_prefix,
-    sample_keys,
-    shuffled,
-    truncate_context,
+from ..helmet.pipeline import first_distinct, key_seed, sample_keys, shuffled, truncate_context
+from ..metrics import (
+    OUTPUT_PREFIX,
+    helmet_parse_output,
+    helmet_scored,
+    normalize_answer,
+    substring_exact_match,
 )
-from ..metrics import helmet_parse_output, normalize_answer, substring_exact_match
 from ..records import Case, Prompt
 from .base import BuildContext, CellDoesNotFit
 
@@ -169,7 +168,7 @@ class RagTask:
         return [self._case(cell, context, material, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return sub_em(output, case.gold)
+        return sub_em(helmet_scored(output, case.meta), case.gold)
 
     def material(self, data: DataSource, seed: int, count: int) -> Material:
         """The first ``count`` test questions of the seed's order (fewer if the data has
@@ -205,12 +204,12 @@ class RagTask:
         meta: dict[str, Any] = {
             "source": material.source, "question": question.question, "key": question.key,
             "passages": len(docs), "gold_depths": depths, "requested_depth": cell.depth,
-            "demos": [demo.question for demo in demos]}
+            "demos": [demo.question for demo in demos],
+            OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER}
         return Case(index=index, prompt=packed.text, gold=question.answers,
                     prompt_tokens=packed.tokens, depth=depths[0] if self.uses_depth else None,
                     max_new_tokens=self.max_new_tokens,
-                    chat=context.renderer.chat_source(prompt(packed.count)),
-                    output_prefix=output_prefix(context.renderer, ANSWER), meta=meta)
+                    chat=context.renderer.chat_source(prompt(packed.count)), meta=meta)
 
 
 # -- the substitute: NQ-open with its gold passages -----------------------------------------
@@ -418,11 +417,14 @@ class KiltTask(RagTask):
         return Material(tuple(questions), f"data:{KILT}")
 
     def demos(self, data: DataSource, seed: int, question: Question, index: int) -> list[Demo]:
+        """HELMET's draw for a question of the largest test file (``material``)."""
+        largest = max(self._test_files(self._folder(data)), key=_k_of)
+        return self._helmet_demos(data, question, _key_field(_read_kilt(largest)))
+
+    def _helmet_demos(self, data: DataSource, question: Question, field_name: str) -> list[Demo]:
         """HELMET's draw: the demonstration rows shuffled by a seed from the question's key,
-        the first two distinct questions."""
+        the first two distinct questions (told apart by the test file's key field)."""
         path = self._folder(data) / self.files.demo_name
-        field_name = _key_field(_read_kilt(max(self._test_files(self._folder(data)),
-                                               key=_k_of)))
         rows = [row for row in _read_kilt(path)
                 if _popular_enough(row, self.files.popularity_below)
                 and not (self.files.demos_from_tests and str(row.get(field_name)) == question.key)]
@@ -449,7 +451,7 @@ class KiltTask(RagTask):
         else:
             row = index % len(rows)
         docs = _docs(rows[row], path)
-        demos = self.demos(context.data, context.seed, question, index)
+        demos = self._helmet_demos(context.data, question, _key_field(_read_kilt(path)))
 
         def prompt(passages: str) -> Prompt:
             return Prompt(user_text(demos, question.question, passages), cue=CUE)
@@ -467,13 +469,13 @@ class KiltTask(RagTask):
             "source": f"data:{KILT}", "file": path.name, "row": row,
             "question": question.question, "key": question.key, "passages": len(docs),
             "truncated": passages != whole, "gold_depths": depths,
-            "requested_depth": cell.depth, "demos": [demo.question for demo in demos]}
+            "requested_depth": cell.depth, "demos": [demo.question for demo in demos],
+            OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER}
         return Case(index=index, prompt=rendered, gold=question.answers,
                     prompt_tokens=context.renderer.count(rendered),
                     depth=depths[0] if self.uses_depth else None,
                     max_new_tokens=self.max_new_tokens,
-                    chat=context.renderer.chat_source(prompt(passages)),
-                    output_prefix=output_prefix(context.renderer, ANSWER), meta=meta)
+                    chat=context.renderer.chat_source(prompt(passages)), meta=meta)
 
     def _folder(self, data: DataSource) -> Path:
         missing = self.missing_data(data)

@@ -49,7 +49,8 @@ import pytrec_eval
 
 from ..data import DataError, DataSource
 from ..grid import Cell, case_seed
-from ..helmet.pipeline import output_prefix, truncate_context
+from ..helmet.pipeline import truncate_context
+from ..metrics import OUTPUT_PREFIX, helmet_scored
 from ..records import Case, Prompt
 from .base import BuildContext, CellDoesNotFit, GenerationTask
 from .fitting import Frame, fit, window
@@ -175,7 +176,7 @@ class RerankTask:
                 for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        ranking = parse_ranking(output)
+        ranking = parse_ranking(helmet_scored(output, case.meta))
         return 0.0 if ranking is None else ndcg_at_10(case.meta["qrels"], ranking)
 
     def missing_data(self, data: DataSource) -> str | None:
@@ -271,13 +272,14 @@ class RerankTask:
             index=index, prompt=rendered, gold=tuple(gold_ranking(listing)),
             prompt_tokens=tokens, depth=_best_depth(listing),
             max_new_tokens=self.max_new_tokens, chat=context.renderer.chat_source(prompt),
-            output_prefix=output_prefix(context.renderer, ANSWER_PREFIX),
             meta={"source": source, "qid": listing.qid, "permutation": permutation,
                   "k": len(listing.candidates), "demo_qids": [d.qid for d in demos],
                   "demo_candidates": len(demos[0].candidates) if demos else 0,
                   "grades_shown": [c.grade for c in listing.candidates],
                   "origins": dict(Counter(c.origin for c in listing.candidates)),
-                  "qrels": {c.pid: c.grade for c in listing.candidates}, **extra})
+                  "qrels": {c.pid: c.grade for c in listing.candidates},
+                  OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER_PREFIX,
+                  **extra})
 
     def _demos(self, cell: Cell, context: BuildContext,
                demo_sets: Callable[[int], list[Listing]], titles: bool) -> list[Listing]:

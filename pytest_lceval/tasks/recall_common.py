@@ -82,7 +82,8 @@ def splitter(tokenizer: Tokenizer) -> Splitter:
 
 
 def answer_separator(renderer: Renderer) -> str:
-    """Base models read the prefix on its own line; with a template it opens the assistant turn."""
+    """Base models read the prefix on its own line; a chat template leaves the prefix out
+    (``Prompt.cue``), so what this gives it is never rendered."""
     return "" if renderer.uses_template else "\n"
 
 

@@ -107,7 +107,7 @@ def test_run_test_scores_the_outputs_as_the_project_does(
         helmet: Helmet, smollm2: HFText, conformance: Any, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, chat: bool) -> None:
     """``eval.run_test`` end to end on TREC coarse (what ``eval.py`` adds to the output, then
-    ``parse_output`` and exact match) against the project's cases and ``Case.scored``, on 120
+    ``parse_output`` and exact match) against the project's cases and its score, on 120
     outputs each; the prompts compared where HELMET's shot count is the case's."""
     name, samples = "icl_trec_coarse", 120
     feed_local_copy(helmet, name, monkeypatch, tmp_path)
@@ -130,7 +130,7 @@ def test_run_test_scores_the_outputs_as_the_project_does(
         if case.meta["shots"] == shots:
             assert case.prompt == prompt
             same_shots += 1
-        assert task.score(case.scored(text), case) == float(result["exact_match"]), repr(text)
+        assert task.score(text, case) == float(result["exact_match"]), repr(text)
     assert same_shots >= 20
     conformance.record(CATEGORY, "prompts", same_shots, same_shots)
     conformance.record(CATEGORY, "outputs", samples, samples)

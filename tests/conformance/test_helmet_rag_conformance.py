@@ -158,7 +158,7 @@ def test_run_test_scores_the_outputs_as_the_project_does(
         helmet: Helmet, kilt: Path, smollm2: HFText, conformance: Any, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, chat: bool) -> None:
     """``eval.run_test`` end to end on PopQA's file (its prompts, what ``eval.py`` adds to the
-    output, ``default_post_process``) against the project's cases and ``Case.scored``."""
+    output, ``default_post_process``) against the project's cases and its score."""
     cache_datasets_in(tmp_path, monkeypatch)
     folder = kilt / "kilt"
     cases = {(case.meta["key"], case.meta["row"]): case for depth in range(0, 101, 20)
@@ -181,7 +181,7 @@ def test_run_test_scores_the_outputs_as_the_project_does(
     task = builtin_task("kilt_popqa")
     for case, prompt, text, result in zip(order, prompts, given, results, strict=True):
         assert case.prompt == prompt
-        assert task.score(case.scored(text), case) == float(
+        assert task.score(text, case) == float(
             result["substring_exact_match"]), repr(text[:80])
     conformance.record(CATEGORY, "prompts", len(order), len(order))
     conformance.record(CATEGORY, "outputs", len(order), len(order))

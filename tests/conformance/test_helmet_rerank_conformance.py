@@ -120,7 +120,7 @@ def test_run_test_scores_the_outputs_as_the_project_does(
         monkeypatch: pytest.MonkeyPatch, chat: bool) -> None:
     """``eval.run_test`` end to end (its prompts, what ``eval.py`` adds to the output,
     ``parse_rankings``, ``calculate_retrieval_metrics``) against the project's cases, NDCG@10
-    of ``Case.scored``, on 120 outputs each."""
+    of the same outputs, on 120 outputs each."""
     cache_datasets_in(tmp_path, monkeypatch)
     samples = 120
     cases = project_cases(msmarco, smollm2, 4096, samples, chat)
@@ -141,6 +141,6 @@ def test_run_test_scores_the_outputs_as_the_project_does(
     assert prompts == [case.prompt for case in cases]
     task = builtin_task("msmarco_rerank")
     for case, text, result in zip(cases, given, results, strict=True):
-        assert task.score(case.scored(text), case) == result["NDCG@10"], repr(text[:80])
+        assert task.score(text, case) == result["NDCG@10"], repr(text[:80])
     conformance.record(CATEGORY, "prompts", samples, samples)
     conformance.record(CATEGORY, "outputs", samples, samples)
