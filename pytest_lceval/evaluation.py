@@ -14,6 +14,7 @@ import pytest
 from .chat_choice import renderer_for
 from .data import DataSource
 from .grid import Cell
+from .helmet.pipeline import with_stops
 from .judge.panel import JudgedTask, JudgePanel, Scored
 from .models.stored import StoredModel
 from .records import Case
@@ -57,6 +58,13 @@ class Evaluator:
         if self.reference is not None:  # lengths in the reference tokenizer's tokens
             return self.reference.build_context(renderer, self.data, self.settings.seed)
         return BuildContext(self.model.tokenizer, renderer, self.data, self.settings.seed)
+
+    def build(self, task: GenerationTask, cell: Cell) -> list[Case]:
+        """The cell's cases as this run asks them: built in the task's rendering
+        (``context_for``), their answers stopped where ``--lceval-stop-newline`` says
+        (helmet/pipeline.py). Raises CellDoesNotFit."""
+        return with_stops(task.build(cell, self.context_for(task)), task,
+                          self.settings.stop_newline)
 
     @functools.cached_property
     def reference(self) -> ReferenceTokenizer | None:

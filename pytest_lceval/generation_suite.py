@@ -13,6 +13,7 @@ from .criteria import VerdictPolicy
 from .data import DataSource
 from .evaluation import Evaluator
 from .grid import Cell
+from .helmet.pipeline import config_stops_at_newline
 from .judge.panel import JudgedTask, cell_metric
 from .prior_knowledge import exclude_known
 from .progress import CellProgress
@@ -148,8 +149,10 @@ class GenerationSuite(Suite):
         started = time.perf_counter()
         context = evaluator.context_for(task)
         result.metrics["chat_template"] = "on" if context.renderer.uses_template else "off"
+        if config_stops_at_newline(task) is not None:
+            result.metrics["stop_newline"] = evaluator.settings.stop_newline
         try:
-            cases = task.build(cell, context)
+            cases = evaluator.build(task, cell)
         except CellDoesNotFit as exc:
             raise CellSkipped(str(exc)) from None
         result.seconds_build = time.perf_counter() - started
@@ -163,6 +166,9 @@ class GenerationSuite(Suite):
         if cases and not known.kept:
             raise CellSkipped(known.reason_all_excluded())
         cases = known.kept
+        truncated = [case.meta["truncated"] for case in cases if "truncated" in case.meta]
+        if truncated:  # HELMET's own files, cut as HELMET cuts an overflowing prompt
+            result.metrics["truncated"] = float(sum(truncated))
         chances = [case.meta["chance"] for case in cases if "chance" in case.meta]
         if chances:  # a uniform guess's expected score over the scored cases
             result.metrics["chance"] = round(sum(chances) / len(chances), 6)

@@ -25,7 +25,14 @@ class Prompt:
     user: str
     """The whole user-side text: instructions, demonstrations, context and question."""
     answer_prefix: str = ""
-    """Text the answer must continue (HELMET's answer prefix for base models); may be empty."""
+    """Text the answer must continue in every rendering, a chat template's assistant turn
+    included (a judge's prefilled JSON opening); may be empty."""
+    cue: str = ""
+    """What a raw prompt ends with after the user text: HELMET's answer prefix with the
+    separator before it (``"\nAnswer:"``, its ``prompt_template`` minus ``user_template``).
+    Under a chat template it is left out, since HELMET starts the assistant turn empty (its
+    ``tokenize`` never continues a final message, and its API models get the user message
+    alone)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import pytest
 from .data import DataSource
 from .grid import parse_depth, parse_length
 from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
+from .helmet.pipeline import STOP_CHOICES
 from .models.registry import UnknownModelError, split_spec
 from .models.serving import redact_url
 
@@ -105,6 +106,9 @@ class Settings:
     log_samples: bool = False
     """Write every case (prompt as sent, output, gold, score, request key) to
     <run>/samples/ (sample_log.py)."""
+    stop_newline: str = STOP_CHOICES[0]
+    """'released' (answers never stop at a newline, as HELMET's released code) or 'config'
+    (they stop there where HELMET's configs say ``stop_new_line: true``): helmet/pipeline.py."""
 
     def data_source(self) -> DataSource:
         """Where tasks read their files: one construction, so every reader sees both folders."""
@@ -164,6 +168,12 @@ def add_options(parser: pytest.Parser) -> None:
                     help="where the NIAH tasks put the queried needle: at each --depths "
                          "(default), or at a depth sampled per case as RULER does (no depth "
                          "axis)")
+    group.addoption("--lceval-stop-newline", dest="lceval_stop_newline", default=None,
+                    choices=STOP_CHOICES,
+                    help="released (default): answers run their whole budget, as HELMET's "
+                         "released code runs them; config: RAG, re-rank and ICL answers stop "
+                         "at their first newline, as HELMET's configs (stop_new_line: true) "
+                         "intend but its arguments.py never reads")
     group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
                     help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
                          "repeatable")
@@ -211,6 +221,7 @@ _INI_KEYS = [
     ("lceval_data", "default --lceval-data", "string"),
     ("lceval_out", "default --lceval-out", "string"),
     ("lceval_chat_template", "default --chat-template", "string"),
+    ("lceval_stop_newline", "default --lceval-stop-newline", "string"),
     ("lceval_threshold", "default thresholds, one per line: 0.5 or task=0.3", "linelist"),
     ("lceval_tasks", "default --lceval-tasks", "string"),
     ("lceval_batch_size", "default --lceval-batch-size", "string"),
@@ -392,6 +403,8 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         store_path=store if store.is_absolute() else rootdir / store,
         chat_template=get("lceval_chat_template", _chat_choice, "auto",
                           "Use auto, on or off."),
+        stop_newline=get("lceval_stop_newline", _stop_choice, STOP_CHOICES[0],
+                         "Use released or config."),
         threshold=DEFAULT_THRESHOLD if default_threshold is None else default_threshold,
         task_thresholds=task_thresholds,
         tasks=get("lceval_tasks", lambda v: tuple(dict.fromkeys(_comma_list(v, str.strip))), (),
@@ -479,6 +492,12 @@ def _spec_text(text: Any) -> str:
 def _chat_choice(text: str) -> str:
     if text not in CHAT_TEMPLATE_CHOICES:
         raise ValueError(f"choose one of {', '.join(CHAT_TEMPLATE_CHOICES)}")
+    return text
+
+
+def _stop_choice(text: str) -> str:
+    if text not in STOP_CHOICES:
+        raise ValueError(f"choose one of {', '.join(STOP_CHOICES)}")
     return text
 
 

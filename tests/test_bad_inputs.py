@@ -169,6 +169,8 @@ CASES = [
          ("no cells to run", "--lceval-tasks niah_single_1", "suite 'toy'")),
     Case("chat-template-choice", ("--chat-template", "maybe"),
          ("--chat-template", "invalid choice"), ours=False),
+    Case("stop-newline-choice", ("--lceval-stop-newline", "always"),
+         ("--lceval-stop-newline", "invalid choice"), ours=False),
     Case("dtype", ("--lceval-dtype", "float8"), ("--lceval-dtype", "bfloat16")),
     Case("device-name", ("--lceval-device", "gpu"), ("--lceval-device", "cuda:N")),
     Case("device-index", ("--lceval-device", "cuda:x"), ("--lceval-device", "cuda:N")),
@@ -202,6 +204,8 @@ CASES = [
     Case("ini-tasks", (), ("--lceval-tasks", "did you mean toy?"), ini("lceval_tasks = toyy")),
     Case("ini-chat-template", (), ("ini key lceval_chat_template", "auto, on or off"),
          ini("lceval_chat_template = sometimes")),
+    Case("ini-stop-newline", (), ("ini key lceval_stop_newline", "released or config"),
+         ini("lceval_stop_newline = always")),
     # the model
     Case("model-typo", ("--model", "smolm2"), ("--model", "Did you mean smollm2")),
     Case("model-backend", ("--model", "nosuch:x"), ("--model", "Known:")),

@@ -52,27 +52,31 @@ def test_prompt_is_helmets_template() -> None:
     assert case.prompt == (
         'Use the provided mapping from the text to label to assign a label to the text. Only '
         'output "label: {label}" and nothing else. \n\n'
-        "How far is it to Aspen ?\nlabel: 0\n\n"
-        "Where is the sister city ?\nlabel: 1\n\n"
-        "When was it built ?\nlabel: 0\n\n"
-        "Where is the sister city ?\nlabel: 1\n\n"
-        "What city is the capital ?\nlabel: 1\n\n"
-        "How far is it to Aspen ?\nlabel: 0\n\n"
+        "How far is it to Aspen ?\nlabel: 2\n\n"
+        "Where is the sister city ?\nlabel: 0\n\n"
+        "What city is the capital ?\nlabel: 0\n\n"
+        "When was it built ?\nlabel: 2\n\n"
+        "How far is it to Aspen ?\nlabel: 2\n\n"
+        "Where is the sister city ?\nlabel: 0\n\n"
         "Which city hosts it ?\nlabel:")
-    assert case.gold == ("1",) and case.stop == ("\n",) and case.max_new_tokens == 20
+    # the label map shuffles HELMET's six TREC classes, though the fixture has two
+    assert case.gold == ("0",) and case.stop == () and case.max_new_tokens == 20
     assert case.depth is None and case.chat is None
     assert case.meta == {"source": "data:trec", "shots": 6, "whole_rounds": 3, "classes": 2,
-                         "chance": 0.5, "label_name": "LOC", "context_tokens": 49}
+                         "chance": 0.5, "label_name": "LOC", "context_tokens": 49,
+                         "output_prefix": "label:"}  # eval.py scores "label:" + the output
     assert builtin_task("icl_trec_coarse").use_chat_template is False  # type: ignore[attr-defined]
 
 
-def test_chat_template_opens_the_answer_with_the_prefix() -> None:
+def test_chat_template_starts_the_answer_empty() -> None:
     tokenizer = WordTokenizer()
     renderer = Renderer(lambda user: f"<u>{user}</u>", lambda text: len(tokenizer.encode(text)))
     context = BuildContext(tokenizer, renderer, DataSource(FIXTURES), 0)
     [case] = build("icl_trec_coarse", 100, context)
-    assert case.prompt.endswith("Which city hosts it ?</u>label:")
-    assert case.chat is not None and case.chat.answer_prefix == "label:"
+    assert case.prompt.endswith("Which city hosts it ?</u>")
+    assert case.chat is not None and case.chat.answer_prefix == ""
+    assert case.meta["output_prefix"] == ""
+    assert builtin_task("icl_trec_coarse").score(" 0", case) == 1.0
 
 
 def test_loaders_read_each_release_format() -> None:
@@ -125,8 +129,12 @@ def test_test_inputs_are_balanced_and_fixed_per_seed() -> None:
 
 
 @pytest.mark.parametrize(("output", "score"), [
-    (" 1", 1.0), ("1", 1.0), (" label: 1", 1.0), ("1.", 1.0), ("Label: label: 1", 1.0),
-    (" 1 \nlabel: 0", 0.0), ("11", 0.0), ("", 0.0), (" the label is 1", 0.0), (" 0", 0.0),
+    (" 0", 1.0), ("0", 1.0), (" label: 0", 1.0), ("0.", 1.0),
+    # eval.py scores "label:" + the output: one repeated prefix is dropped, not two, and the
+    # first line wins over a later label
+    ("Label: 0", 1.0), ("Label: label: 0", 0.0),
+    (" 0 \nlabel: 1", 1.0), (" 1 \nlabel: 0", 0.0), ("\nlabel: 0", 0.0),
+    ("00", 0.0), ("", 0.0), (" the label is 0", 0.0), (" 1", 0.0),
 ])
 def test_score_is_exact_match_of_the_parsed_label(output: str, score: float) -> None:
     [case] = build("icl_trec_coarse", 100, word_context(FIXTURES))

@@ -29,14 +29,14 @@ needs_shared = pytest.mark.skipif(not (SHARED_DATA / "nq_oracle").is_dir(),
 PINNED = (
     "Use the given documents to write a concise and short answer to the question. Write your "
     "answer in the following format:\nAnswer: [answer]\n\n"
-    "Document (Title: Ice): Frozen water is ice.\n\n"
+    "Document (Title: Sky): The sky is blue.\n\n"
+    "Document (Title: D1 0): Filler passage number 0 about d1 and nothing else.\n\n"
+    "Document (Title: D1 1): Filler passage number 1 about d1 and nothing else.\n\n"
+    "Question: what colour is the sky\nAnswer: blue\n\n"
     "Document (Title: D3 0): Filler passage number 0 about d3 and nothing else.\n\n"
     "Document (Title: D3 1): Filler passage number 1 about d3 and nothing else.\n\n"
+    "Document (Title: Ice): Frozen water is ice.\n\n"
     "Question: what is frozen water\nAnswer: ice\n\n"
-    "Document (Title: Spider): A spider has eight legs.\n\n"
-    "Document (Title: D2 0): Filler passage number 0 about d2 and nothing else.\n\n"
-    "Document (Title: D2 1): Filler passage number 1 about d2 and nothing else.\n\n"
-    "Question: how many legs has a spider\nAnswer: eight\n\n"
     "Document (Title: Q1 0): Filler passage number 0 about q1 and nothing else.\n\n"
     "Document (Title: Q1 1): Filler passage number 1 about q1 and nothing else.\n\n"
     "Document (Title: Blue Door): The blue door was painted by Ada Lovelace in 1843.\n\n"
@@ -57,8 +57,9 @@ def test_prompt_is_helmets_template_with_two_demos_and_the_gold_at_the_depth() -
     assert case.prompt == PINNED
     assert case.total_tokens <= 200 and case.prompt_tokens == len(WordTokenizer().encode(PINNED))
     assert case.depth == 50.0 and case.meta["passages"] == 5
-    assert case.meta["source"] == "data:kilt" and case.stop == ("\n",)
+    assert case.meta["source"] == "data:kilt" and case.stop == ()
     assert case.gold == ("Ada Lovelace", "Lovelace") and case.max_new_tokens == 20
+    assert case.meta["output_prefix"] == "Answer:"  # eval.py scores "Answer:" + the output
 
 
 def test_kilt_loader_tells_the_gold_from_how_it_moves_between_a_questions_rows() -> None:
@@ -154,7 +155,7 @@ def test_the_suite_runs_nq_and_kilt_tasks_without_their_file_have_no_cells(
     outcome = pytester.runpytest("--model", "mock:grep", f"--lceval-data={SHARED_DATA}",
                                  "--lengths", "1k", "--depths", "0,100", "--samples", "2",
                                  "--lceval-run", "f", "--lceval-threshold", "0",
-                                 "-p", "no:randomly")
+                                 "--lceval-stop-newline", "config", "-p", "no:randomly")
     outcome.assert_outcomes(passed=2)
     outcome.stdout.fnmatch_lines(["lceval: rag: no cells for kilt_nq, kilt_triviaqa, kilt_popqa, "
                                   "kilt_hotpotqa: their data is not in --lceval-data (-v says "
@@ -164,5 +165,6 @@ def test_the_suite_runs_nq_and_kilt_tasks_without_their_file_have_no_cells(
     nq = [line for line in lines if line["task"] == "nq"]
     assert len(nq) == 2 and {line["source"] for line in nq} == {"substitute:nq_oracle"}
     assert all(line["n"] == 2 for line in nq)
+    assert {line["metrics"]["stop_newline"] for line in nq} == {"config"}
     assert sorted(line["depths_achieved"][0] for line in nq) == [0.0, 100.0]
     assert not [line for line in lines if line["task"].startswith("kilt_")]

@@ -28,7 +28,10 @@ from pytest_lceval.tasks.helmet_rerank import (
 from pytest_lceval.tasks.helmet_rerank_data import (
     SUBSTITUTE,
     Candidate,
+    HelmetFiles,
     balanced_order,
+    helmet_asked,
+    helmet_demos,
     load,
 )
 
@@ -143,16 +146,18 @@ def test_a_perfect_ranking_scores_one() -> None:
 
 def test_helmet_files_load_with_their_three_permutations_and_demo_file() -> None:
     data = load(DataSource(FIXTURES))
-    assert data.source == "data:msmarco"
+    assert isinstance(data, HelmetFiles) and data.source == "data:msmarco"
     rows = fixture_rows("test_reranking_data_k14_dep3.jsonl")
-    assert sorted(data.qids) == sorted({row["qid"] for row in rows})
-    first = [row for row in rows if row["qid"] == "900001"]
-    for permutation, row in enumerate(first):
-        order = data.order("900001", permutation, seed=0)
-        assert [c.pid for c in order] == [c["id"] for c in row["ctxs"]]
-        assert [c.grade for c in order] == [c["label"] for c in row["ctxs"]]
-    demos = data.demos("900001", 2, 10, seed=0)
-    assert {d.qid for d in demos} == {"900002", "900003"}  # never the test query itself
+    read, own_file = data.test_rows(4096)  # HELMET's file for 4k is its k14 file
+    assert own_file and [r.qid for r in read] == [row["qid"] for row in rows]
+    for row, listing in zip(rows, read, strict=True):
+        assert [c.pid for c in listing.candidates] == [c["id"] for c in row["ctxs"]]
+        assert [c.grade for c in listing.candidates] == [c["label"] for c in row["ctxs"]]
+    assert data.test_rows(1000) == (read, False)  # elsewhere the largest file, k fitted
+    asked = helmet_asked(read, 4, seed=0)  # two queries' rows, in file order
+    assert len(asked) == 6 and len({r.qid for r in asked}) == 2
+    demos = helmet_demos(data.demo_rows(), asked, asked[0].qid, 2)
+    assert asked[0].qid not in {d.qid for d in demos} and len({d.qid for d in demos}) == 2
     assert all(len(d.candidates) == 10 for d in demos)
 
 
@@ -172,7 +177,7 @@ def test_a_ctx_without_a_label_names_its_file_and_record(tmp_path: Path) -> None
     row = {"qid": "1", "query": "q", "ctxs": [{"id": "5", "text": "t"}]}
     (folder / "test_reranking_data_k20_dep3.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(DataError, match=r"k20_dep3.jsonl record 1: .*label"):
-        load(DataSource(tmp_path))
+        build(tmp_path, 750, 1)  # a length HELMET has no file for: the largest file is read
 
 
 def test_without_data_the_task_has_no_cells_and_its_error_names_both_folders() -> None:
@@ -191,8 +196,8 @@ def test_prompt_is_helmets_template_for_a_fixed_seed() -> None:
              if r["qid"] == meta["qid"]]
     demo_rows = fixture_rows("test_reranking_data_k10_dep3.jsonl")
     demos = ""
-    for qid in meta["demo_qids"]:
-        row = next(r for r in demo_rows if r["qid"] == qid)
+    for qid, permutation in zip(meta["demo_qids"], (0, 1), strict=True):  # HELMET's draw
+        row = [r for r in demo_rows if r["qid"] == qid][permutation]
         ranking = " > ".join(c["id"] for c in sorted(row["ctxs"], key=lambda c: c["label"],
                                                      reverse=True))
         demos += ("\n\n".join(HELMET_PASSAGE.format(**c) for c in row["ctxs"]) +
@@ -203,16 +208,17 @@ def test_prompt_is_helmets_template_for_a_fixed_seed() -> None:
                                   question=tests[0]["query"]) + "\nRanking:"
     assert case.prompt == expected
     assert (meta["qid"], meta["permutation"], meta["k"], meta["demo_qids"]) == \
-        ("900001", 0, 10, ["900003", "900002"])
+        ("900002", 0, 10, ["900001", "900003"])  # HELMET's choices for seed 0
     assert case.prompt.startswith(
         "You are provided with a list of documents, each indicated by their ID. Rank each "
         "document based on their relevance to the question in descending order from most "
         "relelvant to least relevant texts. Include all documents in the rankings. Write your "
         "answer using the unique IDs, with the following format:\nRanking: ID3 > ID1 > ID2\n\n"
-        "[ID: 7202")
-    assert case.prompt.endswith("\n\nQuery: how tall is the old lighthouse\nRanking:")
+        "[ID: 7200008]")
+    assert case.prompt.endswith("\n\nQuery: what do river otters eat\nRanking:")
     assert 0.99 * 750 <= case.total_tokens <= 750
-    assert case.stop == ("\n",) and case.max_new_tokens == 200
+    assert case.stop == () and case.max_new_tokens == 200
+    assert case.meta["output_prefix"] == "Ranking:"  # eval.py scores "Ranking:" + the output
     assert case.gold[0] in {c["id"] for c in shown if c["label"] == 3}
 
 

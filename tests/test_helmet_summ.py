@@ -121,6 +121,8 @@ def test_meeting_cases_ask_their_request_and_visit_each_transcript_first() -> No
 
 
 def test_chat_template_starts_the_assistant_turn_empty() -> None:
+    """HELMET's tokenize never continues a final message: under a chat template the prompt
+    ends where the template opens the assistant turn, without ``Summary:``."""
     [case] = build("infbench_sum_leval_tv_show", 4096, word_context(SUBSTITUTES, template=True))
     assert case.prompt.endswith("Now summarize the book.</u>")
     assert case.chat is not None and case.chat.answer_prefix == ""

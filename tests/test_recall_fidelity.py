@@ -390,8 +390,8 @@ def zipf_words(counts: list[int], size: int) -> tuple[int, int]:
 def user_and_answer(case: Case) -> tuple[str, str]:
     """The untemplated user text and answer prefix (a base model's prompt joins them by a
     newline)."""
-    if case.chat is not None:
-        return case.chat.user, case.chat.answer_prefix
+    if case.chat is not None:  # the prefix a base model reads (a template leaves it out)
+        return case.chat.user, case.chat.cue.lstrip("\n")
     user, _, answer = case.prompt.rpartition("\n")
     return user, answer
 

@@ -159,6 +159,10 @@ def _differ_message(saved: SavedRun, cell: SavedCell, result: CellResult,
     if saved_template is not None and saved_template != settings.chat_template:
         causes.append(f"--chat-template differs (baseline {saved_template}, this run "
                       f"{settings.chat_template})")
+    saved_stop = saved.settings.get("stop_newline", "released")
+    if saved_stop != settings.stop_newline:
+        causes.append(f"--lceval-stop-newline differs (baseline {saved_stop}, this run "
+                      f"{settings.stop_newline})")
     if saved.fingerprint != result.fingerprint:
         causes.append(f"the model differs (baseline {saved.model}, this run {result.model}): a "
                       f"different tokenizer or chat template builds different prompts, so only "

@@ -149,7 +149,7 @@ class BaseAbilities:
                     continue
                 cell = Cell(suite, task.name, length, depth, settings.samples)
                 try:
-                    cases[stratum] = task.build(cell, evaluator.context_for(task))[:keep]
+                    cases[stratum] = evaluator.build(task, cell)[:keep]
                 except CellDoesNotFit as exc:
                     left_out[stratum] = str(exc)
         return cases, left_out, rules

@@ -49,8 +49,11 @@ class Renderer:
         return Renderer(None, self.count, count_joined=self.count_joined)
 
     def render(self, prompt: Prompt) -> str:
-        head = self.template(prompt.user) if self.template else prompt.user
-        return head + prompt.answer_prefix
+        """The raw prompt is the user text and its cue; a templated one opens the assistant turn
+        after the user text, with only what the answer must continue (``Prompt.cue``)."""
+        if self.template is None:
+            return prompt.user + prompt.cue + prompt.answer_prefix
+        return self.template(prompt.user) + prompt.answer_prefix
 
     def chat_source(self, prompt: Prompt) -> Prompt | None:
         """The untemplated prompt to pass along for chat servers, when a template is used."""

@@ -58,6 +58,15 @@ class HFText:
         text: str = self.hf.decode(list(ids), clean_up_tokenization_spaces=False)
         return text
 
+    def offsets(self, text: str) -> list[tuple[int, int]] | None:
+        """The character span of each token of ``text`` (a fast tokenizer's offset mapping;
+        None for a slow one), where HELMET cuts a context that overflows
+        (``helmet.pipeline.truncate_context``)."""
+        if not getattr(self.hf, "is_fast", False):
+            return None
+        spans = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [(int(start), int(end)) for start, end in spans["offset_mapping"]]
+
     # -- prompts ---------------------------------------------------------------------------------
 
     def template(self, user: str) -> str:

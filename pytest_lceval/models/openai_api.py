@@ -10,6 +10,7 @@ we counted (the default when a local tokenizer is known). *chat* sends the untem
 messages and the server applies its own template; the answer prefix goes as an assistant turn to
 be continued (``continue_final_message``) where the server accepts that, and otherwise at the end
 of the user message, with a warning, as OpenAI's own API does not continue assistant turns.
+HELMET's answer prefix (``Prompt.cue``) is never sent: its API models get the user message alone.
 
 Counting. A local model's HF tokenizer (``--lceval-tokenizer``, or the model name when it is a
 local folder) counts exactly; OpenAI models are counted with tiktoken, plus the few tokens the

@@ -57,14 +57,16 @@ B = TypeVar("B", bound=Built)
 
 @dataclass(frozen=True)
 class Frame:
-    """Everything around the context: the user text is ``head + context + tail``."""
+    """Everything around the context: the user text is ``head + context + tail``, and a raw
+    prompt ends with ``cue`` (``Prompt.cue``: HELMET's answer prefix, which a chat template
+    leaves out)."""
 
     head: str
     tail: str
-    answer_prefix: str = ""
+    cue: str = ""
 
     def prompt(self, context: str) -> Prompt:
-        return Prompt(self.head + context + self.tail, self.answer_prefix)
+        return Prompt(self.head + context + self.tail, cue=self.cue)
 
 
 @dataclass(frozen=True)

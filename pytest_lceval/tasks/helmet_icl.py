@@ -12,26 +12,30 @@ shuffled order; ``s`` shots are the first ``s`` of ``ceil(s / classes)`` rounds.
 whose rendered prompt plus the generation budget fits the cell's exact token budget. The demo
 draw depends on the round count, as in HELMET, so different lengths show different demos.
 
-Test inputs: when the test split has more than N (``--samples``) inputs, HELMET's rule picks N
-label-balanced ones from a seeded shuffle; the seed depends on the run seed and task only, so the
-same inputs are asked at every length and the lengths pair. Scoring: HELMET's ``parse_output``
-(the text after ``label:``, else the first line) and exact match after SQuAD normalisation;
-decoding stops at a newline (``stop_new_line: true``), 20 new tokens, no chat template.
+Seeds are HELMET's, so the same data gives HELMET's prompts: test inputs, when the test split
+has more than N (``--samples``) inputs, are N label-balanced ones from a shuffle seeded by the run
+seed (the same at every length, so the lengths pair); each input's label map and demonstrations
+come from a seed of its text's SHA-256 plus the run seed, the map a shuffle of HELMET's fixed
+class count (``num_labels``). Scoring: ``label:`` + the output (without a chat template, as
+``eval.py`` scores it) parsed by HELMET's ``parse_output`` (the text after ``label:``, else the
+first line) and exact match after SQuAD normalisation; 20 new tokens, no chat template, no stop
+(HELMET's released code; ``--lceval-stop-newline=config`` stops at the first newline, as its
+config intends).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
-from ..data import DataSource
-from ..grid import Cell, case_seed
-from ..metrics import helmet_parse_output, normalize_answer
+from ..data import DataError, DataSource
+from ..grid import Cell
+from ..helmet.pipeline import shuffled
+from ..metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer
 from ..records import Case
 from ..score_metric import LABEL_ACCURACY, ScoreMetric
 from .base import BuildContext, GenerationTask
@@ -48,18 +52,21 @@ from .helmet_icl_data import (
     load,
 )
 from .packing import Packer
-from .recall_common import answer_separator
 
 INSTRUCTION = ("Use the provided mapping from the text to label to assign a label to the text. "
                "Only output \"label: {label}\" and nothing else. \n\n")
 """HELMET's user template up to its demonstrations (the trailing space is HELMET's)."""
 ANSWER_PREFIX = "label:"
+CUE = "\n" + ANSWER_PREFIX
+"""How HELMET's ``prompt_template`` ends a raw prompt after the user text."""
 DEMO = "{text}\nlabel: {label}"
 SEPARATOR = "\n\n"
 MAX_NEW_TOKENS = 20
 """HELMET's ``generation_max_length`` for ICL."""
 USE_CHAT_TEMPLATE = False
 """HELMET's ``use_chat_template`` for ICL (configs/icl.yaml)."""
+STOP_NEW_LINE = True
+"""configs/icl.yaml's ``stop_new_line``, which HELMET's released code never reads."""
 
 
 def balanced(examples: Sequence[Example], shots: int, seed: int) -> list[Example]:
@@ -89,8 +96,12 @@ def select_tests(data: LabelledSet, samples: int, seed: int) -> tuple[Example, .
     shuffled as ``datasets.Dataset.shuffle(seed)`` does and cut to label-balanced rounds."""
     if len(data.test) <= samples:
         return data.test
-    order = np.random.default_rng(seed).permutation(len(data.test))
-    return tuple(balanced([data.test[i] for i in order], samples, seed))
+    return tuple(balanced([data.test[i] for i in shuffled(len(data.test), seed)], samples, seed))
+
+
+def input_seed(text: str, seed: int) -> int:
+    """HELMET's seed of one test input's label map and demonstrations."""
+    return (int(hashlib.sha256(text.encode("utf-8")).hexdigest(), 16) + seed) % 2**31
 
 
 def label_map(classes: int, seed: int) -> list[int]:
@@ -185,10 +196,12 @@ class IclTask:
     metric: ClassVar[ScoreMetric] = LABEL_ACCURACY
     name: str
     layout: Layout
+    num_labels: int
+    """HELMET's class count for the set, which its label map shuffles (``load_icl``)."""
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
+    stop_new_line: bool = STOP_NEW_LINE
     max_new_tokens: int = MAX_NEW_TOKENS
-    stop: tuple[str, ...] = ("\n",)
 
     def missing_data(self, data: DataSource) -> str | None:
         if data.folder(self.layout.folder) is not None:
@@ -197,22 +210,25 @@ class IclTask:
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         data = load(context.data, self.layout, self.name)
-        tests = select_tests(data, cell.samples, case_seed(context.seed, self.name, "test"))
+        if len(data.classes) > self.num_labels:
+            raise DataError(f"{self.name}: {data.source} has {len(data.classes)} classes, more "
+                            f"than HELMET's {self.num_labels}")
+        tests = select_tests(data, cell.samples, context.seed)
         return [self._case(cell, context, data, index, example)
                 for index, example in enumerate(tests)]
 
     def score(self, output: str, case: Case) -> float:
-        return float(normalize_answer(parse_label(output)) == normalize_answer(case.gold[0]))
+        label = parse_label(helmet_scored(output, case.meta))
+        return float(normalize_answer(label) == normalize_answer(case.gold[0]))
 
     def _case(self, cell: Cell, context: BuildContext, data: LabelledSet, index: int,
               example: Example) -> Case:
         # Seeded by the test text, as HELMET's per-input seed: the same input gets the same map
         # and demos at every length (up to the number of rounds).
-        seed = case_seed(context.seed, self.name, "demos", example.text)
-        mapping = label_map(len(data.classes), seed)
+        seed = input_seed(example.text, context.seed)
+        mapping = label_map(self.num_labels, seed)
         fill = DemoFill(data, seed, mapping, Packer(context, lambda text: text))
-        frame = Frame(INSTRUCTION, SEPARATOR + example.text,
-                      answer_separator(context.renderer) + ANSWER_PREFIX)
+        frame = Frame(INSTRUCTION, SEPARATOR + example.text, CUE)
         longest = max(data.train, key=lambda e: len(e.text))
         fitted: Fitted[Demos] = fit(
             frame, fill, context.renderer, cell.length, self.max_new_tokens,
@@ -221,18 +237,19 @@ class IclTask:
         meta = {"source": data.source, "shots": fitted.context.shots,
                 "whole_rounds": fitted.context.shots // classes, "classes": classes,
                 "chance": round(1 / classes, 6), "label_name": data.classes[example.label],
-                "context_tokens": fitted.context.tokens}
+                "context_tokens": fitted.context.tokens,
+                OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER_PREFIX}
         return Case(index=index, prompt=fitted.rendered, gold=(str(mapping[example.label]),),
                     prompt_tokens=fitted.prompt_tokens, depth=None,
-                    max_new_tokens=self.max_new_tokens, stop=self.stop,
+                    max_new_tokens=self.max_new_tokens,
                     chat=context.renderer.chat_source(fitted.prompt), meta=meta)
 
 
 # HELMET's dataset names without their shot counts ("clinic150" is HELMET's spelling).
 TASKS: tuple[GenerationTask, ...] = (
-    IclTask("icl_trec_coarse", TREC_COARSE),
-    IclTask("icl_trec_fine", TREC_FINE),
-    IclTask("icl_nlu", NLU),
-    IclTask("icl_banking77", BANKING77),
-    IclTask("icl_clinic150", CLINC150),
+    IclTask("icl_trec_coarse", TREC_COARSE, 6),
+    IclTask("icl_trec_fine", TREC_FINE, 50),
+    IclTask("icl_nlu", NLU, 68),
+    IclTask("icl_banking77", BANKING77, 77),
+    IclTask("icl_clinic150", CLINC150, 151),
 )

@@ -1,9 +1,9 @@
 """HELMET's retrieval-augmented generation (suite ``rag``; HELMET ``data.py`` ``load_qa``,
-``configs/rag.yaml``): a question, k passages filling the cell's length with the gold passage at
-the cell's depth, two demonstrations, SubEM.
+``configs/rag*.yaml``): a question, k passages with the gold passage at a depth, two
+demonstrations, SubEM.
 
-Prompt (base model; with a chat template the user text is templated and ``Answer:`` opens the
-assistant turn)::
+Prompt (a raw prompt; with a chat template the user text is templated and the assistant turn
+starts empty, as in HELMET: ``helmet.pipeline``)::
 
     Use the given documents to write a concise and short answer to the question. Write your
     answer in the following format:
@@ -25,23 +25,25 @@ assistant turn)::
 
 Tasks:
 
+- ``kilt_nq``, ``kilt_triviaqa``, ``kilt_popqa``, ``kilt_hotpotqa``: HELMET's released KILT files
+  in ``<data>/kilt/`` (``source`` "data:kilt"). A cell at one of HELMET's lengths reads HELMET's
+  file for it (``HELMET_K``: k = 20 passages at 4k ... 1000 at 128k) and asks its rows as
+  HELMET's ``load_qa`` does: the questions ``random.sample`` picks for the seed, in file order,
+  each with the demonstrations its key's hash shuffle gives, the context cut as HELMET's
+  ``tokenize`` cuts it when the prompt overflows. A file holds each question at six depths
+  (three gold permutations for HotpotQA); the cell's depth picks the row whose gold passage
+  sits nearest to it (HotpotQA: case i takes row i mod 3). A cell at another length fits k
+  itself: from the file with the largest k, the gold passage(s) told by how they move between a
+  question's rows, the first distractors that fit, the gold placed at the cell's depth.
 - ``nq``: the substitute (``source`` "substitute:nq_oracle"): Natural Questions with its gold
   passage (``nq_oracle/``), the distractors the other questions' gold passages, none containing
   any of the question's answers (normalised); each demonstration is another question's gold
-  passage and two screened distractors.
-- ``kilt_nq``, ``kilt_triviaqa``, ``kilt_popqa``, ``kilt_hotpotqa``: HELMET's released KILT files
-  in ``<data>/kilt/`` (``source`` "data:kilt"): the file with the largest k of the task's test
-  files, and the k=3 demonstration file. A file holds each question several times with the gold
-  passage(s) moved (six depths, three for HotpotQA); the gold passages are those whose position
-  moves by more than the number of golds between a question's rows, the distractors the rest in
-  file order. k is then set by the length: the first distractors that fit. Single-gold tasks put
-  the gold at the cell's depth; HotpotQA's case i uses the relative gold positions of the
-  question's row i mod 3 (HELMET's three permutations) and has no depth axis.
+  passage and two screened distractors; questions and demonstrations in a seeded order.
 
-The test questions are fixed per seed (a seeded shuffle, the first N) and the same at every
-length and depth, so cells pair; each case's demonstrations and distractor order depend only on
-(seed, task, sample index). As HELMET (``stop_new_line: true``) the answer ends at its first line
-break; the score is SubEM, the better of the whole output and HELMET's parsed answer.
+The same questions are asked at every length and depth, so cells pair. HELMET's released code
+lets the answer run its 20 tokens (``--lceval-stop-newline=config``: stop at the first line
+break, as its config intends); the score is SubEM of ``Answer:`` + the output (without a chat
+template, as ``eval.py`` scores it), the better of the whole text and HELMET's parsed answer.
 """
 
 from __future__ import annotations
@@ -59,23 +61,32 @@ from ..data import DataError, DataSource, read_jsonl
 from ..grid import Cell, case_seed
 from ..helmet.nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
 from ..helmet.passages import Doc, pack, place, position_depth, render_docs
-from ..metrics import helmet_parse_output, normalize_answer, substring_exact_match
+from ..helmet.pipeline import first_distinct, key_seed, sample_keys, shuffled, truncate_context
+from ..metrics import (
+    OUTPUT_PREFIX,
+    helmet_parse_output,
+    helmet_scored,
+    normalize_answer,
+    substring_exact_match,
+)
 from ..records import Case, Prompt
 from ..score_metric import SUBEM, ScoreMetric
-from .base import BuildContext
-from .recall_common import answer_separator
+from .base import BuildContext, CellDoesNotFit
 
 INSTRUCTION = ("Use the given documents to write a concise and short answer to the question. "
                "Write your answer in the following format:\nAnswer: [answer]\n\n")
 """HELMET's user template up to the demonstrations (``load_qa``, all tasks but ``nq_bad``)."""
 ANSWER = "Answer:"
 """HELMET's answer prefix (its ``system_template``)."""
+CUE = "\n" + ANSWER
+"""How HELMET's ``prompt_template`` ends a raw prompt after the user text."""
 SHOTS = 2
 MAX_NEW_TOKENS = 20
 """HELMET's ``generation_max_length`` for RAG."""
-STOP = ("\n",)
 USE_CHAT_TEMPLATE = False
 """HELMET's ``use_chat_template`` for RAG (configs/rag.yaml)."""
+STOP_NEW_LINE = True
+"""configs/rag.yaml's ``stop_new_line``, which HELMET's released code never reads."""
 DEMO_DISTRACTORS = 2
 """The substitute's demonstrations hold three passages, as HELMET's k=3 demonstration files."""
 DEMO_POOL = 200
@@ -125,10 +136,10 @@ def contains_answer(text: str, answers: Sequence[str]) -> bool:
     return any(normalize_answer(answer) in normalized for answer in answers if answer.strip())
 
 
-def frame(demos: Sequence[Demo], question: str, docs: Sequence[Doc]) -> str:
+def user_text(demos: Sequence[Demo], question: str, passages: str) -> str:
     """The user text: instruction, demonstrations, passages, question."""
     demo_text = "".join(demo.render() + "\n\n" for demo in demos)
-    return f"{INSTRUCTION}{demo_text}{render_docs(docs)}\n\nQuestion: {question}"
+    return f"{INSTRUCTION}{demo_text}{passages}\n\nQuestion: {question}"
 
 
 @dataclass(frozen=True)
@@ -148,8 +159,8 @@ class RagTask:
     name: str
     uses_depth: bool = True
     use_chat_template: bool = USE_CHAT_TEMPLATE
+    stop_new_line: bool = STOP_NEW_LINE
     max_new_tokens: int = MAX_NEW_TOKENS
-    stop: tuple[str, ...] = STOP
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         material = self.material(context.data, context.seed, cell.samples)
@@ -159,7 +170,7 @@ class RagTask:
         return [self._case(cell, context, material, index) for index in range(cell.samples)]
 
     def score(self, output: str, case: Case) -> float:
-        return sub_em(output, case.gold)
+        return sub_em(helmet_scored(output, case.meta), case.gold)
 
     def material(self, data: DataSource, seed: int, count: int) -> Material:
         """The first ``count`` test questions of the seed's order (fewer if the data has
@@ -182,11 +193,10 @@ class RagTask:
         question = material.questions[index]
         demos = self.demos(context.data, context.seed, question, index)
         golds = self._golds(question, cell, index)
-        separator = answer_separator(context.renderer)
 
         def prompt(n: int) -> Prompt:
             docs = place(question.distractors[:n], golds)
-            return Prompt(frame(demos, question.question, docs), separator + ANSWER)
+            return Prompt(user_text(demos, question.question, render_docs(docs)), cue=CUE)
 
         packed = pack(lambda n: context.renderer.render(prompt(n)), context.renderer.count,
                       context.tokenizer, question.distractors,
@@ -196,10 +206,11 @@ class RagTask:
         meta: dict[str, Any] = {
             "source": material.source, "question": question.question, "key": question.key,
             "passages": len(docs), "gold_depths": depths, "requested_depth": cell.depth,
-            "demos": [demo.question for demo in demos]}
+            "demos": [demo.question for demo in demos],
+            OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER}
         return Case(index=index, prompt=packed.text, gold=question.answers,
                     prompt_tokens=packed.tokens, depth=depths[0] if self.uses_depth else None,
-                    max_new_tokens=self.max_new_tokens, stop=self.stop,
+                    max_new_tokens=self.max_new_tokens,
                     chat=context.renderer.chat_source(prompt(packed.count)), meta=meta)
 
 
@@ -271,16 +282,26 @@ class OracleTask(RagTask):
 # -- HELMET's KILT files ---------------------------------------------------------------------
 
 KILT = "kilt"
+HELMET_K = {4096: 20, 8192: 50, 16384: 105, 32768: 220, 65536: 440, 131072: 1000}
+"""The k of HELMET's KILT test file at each of its input lengths (scripts/generate_configs.py)."""
 
 
 @dataclass(frozen=True)
 class KiltFiles:
     """File names of one KILT data set in HELMET's ``data/kilt/`` (configs/rag*.yaml)."""
 
-    test_glob: str
+    test_name: str
+    """The test files' name with ``{k}`` for the number of passages."""
     demo_name: str
     popularity_below: float | None = None
     """PopQA: keep questions whose log10(s_pop) is below this (HELMET's ``kilt_popqa_3``)."""
+    demos_from_tests: bool = False
+    """PopQA draws its demonstrations from its own test questions, so HELMET leaves the asked
+    question out of the draw; the others draw from a train file."""
+
+    @property
+    def test_glob(self) -> str:
+        return self.test_name.format(k="*")
 
 
 @cache
@@ -295,47 +316,13 @@ def _doc(ctx: Any, path: Path) -> Doc:
         raise DataError(f"{path}: a passage in ctxs lacks title or text") from None
 
 
+def _docs(row: dict[str, Any], path: Path) -> tuple[Doc, ...]:
+    return tuple(_doc(ctx, path) for ctx in row["ctxs"])
+
+
 def _key_field(rows: Sequence[dict[str, Any]]) -> str:
     """HELMET's question key: ``id`` when the file has it, else the question text."""
-    return "id" if rows and "id" in rows[0] else "question"
-
-
-@cache
-def kilt_questions(path: Path, two_golds: bool) -> tuple[Question, ...]:
-    """A KILT test file's questions, in file order, their gold passages told apart by how they
-    move between the question's rows (module docstring); raises DataError."""
-    rows = _read_kilt(path)
-    key = _key_field(rows)
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(str(row[key]), []).append(row)
-    return tuple(_kilt_question(name, group, path, two_golds) for name, group in groups.items())
-
-
-def _kilt_question(name: str, group: list[dict[str, Any]], path: Path,
-                   two_golds: bool) -> Question:
-    lists = [[_doc(ctx, path) for ctx in row["ctxs"]] for row in group]
-    spots: dict[Doc, list[int]] = {}
-    for docs in lists:
-        for position, doc in enumerate(docs):
-            spots.setdefault(doc, []).append(position)
-    golds = [doc for doc in lists[0] if max(spots[doc]) - min(spots[doc]) > MOVED]
-    wanted = 2 if two_golds else 1
-    if len(golds) != wanted:
-        raise DataError(f"{path}: question {name!r} has {len(lists)} rows in which "
-                        f"{len(golds)} passages move (its gold ones); expected {wanted}: is it "
-                        f"one of HELMET's *_dep* files with each question at several depths?")
-    permutations = tuple(tuple(docs.index(gold) / max(len(docs) - 1, 1) for gold in golds)
-                         for docs in lists)
-    first = group[0]
-    return Question(name, str(first["question"]), tuple(map(str, first["answers"])),
-                    tuple(golds), tuple(doc for doc in lists[0] if doc not in golds),
-                    permutations)
-
-
-def _k_of(path: Path) -> int:
-    match = re.search(r"_k(\d+)_", path.name)
-    return int(match.group(1)) if match else 0
+    return "id" if any("id" in row for row in rows) else "question"
 
 
 def _popular_enough(row: dict[str, Any], below: float | None) -> bool:
@@ -346,6 +333,57 @@ def _popular_enough(row: dict[str, Any], below: float | None) -> bool:
         and math.log10(popularity) < below
 
 
+def _groups(path: Path, below: float | None) -> tuple[str, dict[Any, list[dict[str, Any]]]]:
+    """The key field of a KILT file and its usable rows by question key, in file order."""
+    rows = [row for row in _read_kilt(path) if _popular_enough(row, below)]
+    field_name = _key_field(rows)
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        try:
+            groups.setdefault(row[field_name], []).append(row)
+        except (KeyError, TypeError):
+            raise DataError(f"{path}: a row lacks a usable {field_name!r}") from None
+    return field_name, groups
+
+
+def _asked(path: Path, below: float | None, count: int,
+           seed: int) -> list[tuple[Any, list[dict[str, Any]]]]:
+    """The questions HELMET's ``load_qa`` asks with ``max_test_samples = count``: a seeded
+    sample of the sorted keys, in file order, each with its rows."""
+    _, groups = _groups(path, below)
+    chosen = sample_keys(groups, count, seed)
+    return [(key, rows) for key, rows in groups.items() if key in chosen]
+
+
+@cache
+def kilt_questions(path: Path, two_golds: bool) -> tuple[Question, ...]:
+    """A KILT test file's questions, in file order, their gold passages told apart by how they
+    move between the question's rows (module docstring); raises DataError."""
+    _, groups = _groups(path, None)
+    return tuple(_kilt_question(key, rows, path, two_golds) for key, rows in groups.items())
+
+
+def _kilt_question(key: Any, group: list[dict[str, Any]], path: Path,
+                   two_golds: bool) -> Question:
+    lists = [_docs(row, path) for row in group]
+    spots: dict[Doc, list[int]] = {}
+    for docs in lists:
+        for position, doc in enumerate(docs):
+            spots.setdefault(doc, []).append(position)
+    golds = [doc for doc in lists[0] if max(spots[doc]) - min(spots[doc]) > MOVED]
+    wanted = 2 if two_golds else 1
+    if len(golds) != wanted:
+        raise DataError(f"{path}: question {key!r} has {len(lists)} rows in which "
+                        f"{len(golds)} passages move (its gold ones); expected {wanted}: is it "
+                        f"one of HELMET's *_dep* files with each question at several depths?")
+    permutations = tuple(tuple(docs.index(gold) / max(len(docs) - 1, 1) for gold in golds)
+                         for docs in lists)
+    first = group[0]
+    return Question(str(key), str(first["question"]), tuple(map(str, first["answers"])),
+                    tuple(golds), tuple(doc for doc in lists[0] if doc not in golds),
+                    permutations)
+
+
 @dataclass
 class KiltTask(RagTask):
     """A HELMET KILT data set read from ``<data>/kilt/`` (module docstring)."""
@@ -354,12 +392,92 @@ class KiltTask(RagTask):
 
     def missing_data(self, data: DataSource) -> str | None:
         folder = data.folder(KILT)
-        if folder is None or not any(self._test_files(folder)):
+        if folder is None or not self._test_files(folder):
             return (f"HELMET's file {KILT}/{self.files.test_glob} (princeton-nlp/HELMET "
                     f"data.tar.gz, data/kilt/) in --lceval-data")
         if not (folder / self.files.demo_name).is_file():
             return f"HELMET's demonstration file {KILT}/{self.files.demo_name} in --lceval-data"
         return None
+
+    def build(self, cell: Cell, context: BuildContext) -> list[Case]:
+        folder = self._folder(context.data)
+        k = HELMET_K.get(cell.length)
+        path = folder / self.files.test_name.format(k=k)
+        if k is None or not path.is_file():
+            return super().build(cell, context)
+        asked = _asked(path, self.files.popularity_below, cell.samples, context.seed)
+        if cell.samples > len(asked):
+            raise DataError(f"{self.name}: {cell.samples} samples asked, {path} has "
+                            f"{len(asked)} test questions")
+        return [self._file_case(cell, context, path, index, key, rows)
+                for index, (key, rows) in enumerate(asked)]
+
+    def material(self, data: DataSource, seed: int, count: int) -> Material:
+        path = max(self._test_files(self._folder(data)), key=_k_of)
+        questions = [_kilt_question(key, rows, path, not self.uses_depth)
+                     for key, rows in _asked(path, self.files.popularity_below, count, seed)]
+        return Material(tuple(questions), f"data:{KILT}")
+
+    def demos(self, data: DataSource, seed: int, question: Question, index: int) -> list[Demo]:
+        """HELMET's draw for a question of the largest test file (``material``)."""
+        largest = max(self._test_files(self._folder(data)), key=_k_of)
+        return self._helmet_demos(data, question, _key_field(_read_kilt(largest)))
+
+    def _helmet_demos(self, data: DataSource, question: Question, field_name: str) -> list[Demo]:
+        """HELMET's draw: the demonstration rows shuffled by a seed from the question's key,
+        the first two distinct questions (told apart by the test file's key field)."""
+        path = self._folder(data) / self.files.demo_name
+        rows = [row for row in _read_kilt(path)
+                if _popular_enough(row, self.files.popularity_below)
+                and not (self.files.demos_from_tests and str(row.get(field_name)) == question.key)]
+        try:
+            keys = [row[field_name] for row in rows]
+        except KeyError:
+            raise DataError(f"{path}: a row lacks {field_name!r}, the test file's key") from None
+        chosen = first_distinct(keys, shuffled(len(rows), key_seed(question.key)), SHOTS)
+        if len(chosen) < SHOTS:
+            raise DataError(f"{path} holds fewer than {SHOTS} usable demonstration questions")
+        return [Demo(str(rows[i]["question"]), str(rows[i]["answers"][0]), _docs(rows[i], path))
+                for i in chosen]
+
+    def _file_case(self, cell: Cell, context: BuildContext, path: Path, index: int, key: Any,
+                   rows: list[dict[str, Any]]) -> Case:
+        """The case of HELMET's own row: its passages as the file orders them."""
+        question = _kilt_question(key, rows, path, not self.uses_depth)
+        if self.uses_depth:
+            if cell.depth is None:
+                raise ValueError(f"{self.name} places its gold passage at a depth: the cell "
+                                 f"needs one")
+            wanted = cell.depth / 100.0
+            row = min(range(len(rows)), key=lambda r: abs(question.permutations[r][0] - wanted))
+        else:
+            row = index % len(rows)
+        docs = _docs(rows[row], path)
+        demos = self._helmet_demos(context.data, question, _key_field(_read_kilt(path)))
+
+        def prompt(passages: str) -> Prompt:
+            return Prompt(user_text(demos, question.question, passages), cue=CUE)
+
+        whole = render_docs(docs)
+        passages = truncate_context(lambda text: context.renderer.render(prompt(text)), whole,
+                                    context.renderer.count, context.tokenizer,
+                                    cell.length - self.max_new_tokens)
+        if not passages and whole:
+            raise CellDoesNotFit(f"{self.name} at {cell.length} tokens: instructions, "
+                                 f"demonstrations and question leave no room for a passage")
+        rendered = context.renderer.render(prompt(passages))
+        depths = [round(100.0 * position, 3) for position in question.permutations[row]]
+        meta: dict[str, Any] = {
+            "source": f"data:{KILT}", "file": path.name, "row": row,
+            "question": question.question, "key": question.key, "passages": len(docs),
+            "truncated": passages != whole, "gold_depths": depths,
+            "requested_depth": cell.depth, "demos": [demo.question for demo in demos],
+            OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER}
+        return Case(index=index, prompt=rendered, gold=question.answers,
+                    prompt_tokens=context.renderer.count(rendered),
+                    depth=depths[0] if self.uses_depth else None,
+                    max_new_tokens=self.max_new_tokens,
+                    chat=context.renderer.chat_source(prompt(passages)), meta=meta)
 
     def _folder(self, data: DataSource) -> Path:
         missing = self.missing_data(data)
@@ -371,48 +489,21 @@ class KiltTask(RagTask):
         return [path for path in folder.glob(self.files.test_glob)
                 if path.name != self.files.demo_name]
 
-    def material(self, data: DataSource, seed: int, count: int) -> Material:
-        folder = self._folder(data)
-        path = max(self._test_files(folder), key=_k_of)
-        questions = [question for question in kilt_questions(path, not self.uses_depth)
-                     if _popular_enough(_first_row(path, question.key),
-                                        self.files.popularity_below)]
-        order = sorted(questions, key=lambda question: question.key)
-        random.Random(case_seed(seed, self.name, "questions")).shuffle(order)
-        return Material(tuple(order[:count]), f"data:{KILT}")
 
-    def demos(self, data: DataSource, seed: int, question: Question, index: int) -> list[Demo]:
-        path = self._folder(data) / self.files.demo_name
-        rows = _read_kilt(path)
-        key = _key_field(rows)
-        seen: dict[str, dict[str, Any]] = {}
-        for row in rows:  # one row per question, never the test question itself
-            name = str(row[key])
-            if name != question.key and _popular_enough(row, self.files.popularity_below):
-                seen.setdefault(name, row)
-        if len(seen) < SHOTS:
-            raise DataError(f"{path} holds fewer than {SHOTS} usable demonstration questions")
-        rng = random.Random(case_seed(seed, self.name, index, "demos"))
-        chosen = rng.sample(sorted(seen), SHOTS)
-        return [Demo(str(seen[name]["question"]), str(seen[name]["answers"][0]),
-                     tuple(_doc(ctx, path) for ctx in seen[name]["ctxs"])) for name in chosen]
-
-
-def _first_row(path: Path, key: str) -> dict[str, Any]:
-    rows = _read_kilt(path)
-    field_name = _key_field(rows)
-    return next(row for row in rows if str(row[field_name]) == key)
+def _k_of(path: Path) -> int:
+    match = re.search(r"_k(\d+)_", path.name)
+    return int(match.group(1)) if match else 0
 
 
 TASKS: tuple[RagTask, ...] = (
     OracleTask("nq"),
-    KiltTask("kilt_nq", files=KiltFiles("nq-dev-multikilt_1000_k*_dep6.jsonl",
+    KiltTask("kilt_nq", files=KiltFiles("nq-dev-multikilt_1000_k{k}_dep6.jsonl",
                                         "nq-train-multikilt_1000_k3_dep6.jsonl")),
-    KiltTask("kilt_triviaqa", files=KiltFiles("triviaqa-dev-multikilt_1000_k*_dep6.jsonl",
+    KiltTask("kilt_triviaqa", files=KiltFiles("triviaqa-dev-multikilt_1000_k{k}_dep6.jsonl",
                                               "triviaqa-train-multikilt_1000_k3_dep6.jsonl")),
-    KiltTask("kilt_popqa", files=KiltFiles("popqa_test_1000_k*_dep6.jsonl",
-                                           "popqa_test_1000_k3_dep6.jsonl", 3.0)),
+    KiltTask("kilt_popqa", files=KiltFiles("popqa_test_1000_k{k}_dep6.jsonl",
+                                           "popqa_test_1000_k3_dep6.jsonl", 3.0, True)),
     KiltTask("kilt_hotpotqa", uses_depth=False,
-             files=KiltFiles("hotpotqa-dev-multikilt_1000_k*_dep3.jsonl",
+             files=KiltFiles("hotpotqa-dev-multikilt_1000_k{k}_dep3.jsonl",
                              "hotpotqa-train-multikilt_1000_k3_dep3.jsonl")),
 )

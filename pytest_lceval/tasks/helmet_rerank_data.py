@@ -5,8 +5,10 @@ Two sources, tried in this order:
 - **HELMET's released files** in ``<data>/msmarco/``: ``test_reranking_data_k<K>_dep3.jsonl``,
   JSONL rows ``{"qid": str, "query": str, "ctxs": [{"id": str, "text": str, "label": int,
   "title"?: str}, ...]}``; each qid has three rows, the same K label-balanced passages in three
-  shuffled orders. The largest K other than 10 is the test pool; the K=10 file gives the
-  demonstrations, as in HELMET's configs.
+  shuffled orders. A cell at one of HELMET's lengths reads the file HELMET reads there
+  (``HELMET_K``); at another length the largest K other than 10 is the pool a fitted k is taken
+  from. The K=10 file gives the demonstrations, as in HELMET's configs. Which rows are asked and
+  which demonstrations they get is HELMET's rule (``helmet_asked``, ``helmet_demos``).
 - **The substitute** ``substitute:msmarco_dl`` from ``<data>/msmarco_dl/`` (TREC DL 2019 and 2020;
   HELMET's files were made from TREC DL 2019): each query's pool is the union of the retrieved
   lists there (BM25 top-100 for both years, four more retrievers' top-100 for 2019) with NIST's
@@ -15,23 +17,25 @@ Two sources, tried in this order:
   unjudged hits follow with grade 0 (the TREC convention), then, for lengths beyond the pool,
   passages retrieved for other queries, grade 0 too (``origin`` says which each one is).
 
-Both give, per query, an ordered candidate list for a permutation and a count ``n``; the task
-takes as many as fit the cell (``k``).
+The substitute gives, per query, an ordered candidate list for a permutation and a count ``n``;
+the task takes as many as fit the cell (``k``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from ..data import DataError, DataSource, read_jsonl
 from ..grid import case_seed
+from ..helmet.pipeline import first_distinct, key_seed, sample_keys, shuffled
 
 HELMET_FOLDER = "msmarco"
 SUBSTITUTE_FOLDER = "msmarco_dl"
@@ -40,6 +44,8 @@ DEMO_K = 10
 """HELMET's demonstration file holds ten passages a query (``test_reranking_data_k10_dep3``)."""
 PERMUTATIONS = 3
 """HELMET's ``dep3``: every query is asked with its passages in three shuffled orders."""
+HELMET_K = {4096: 14, 8192: 50, 16384: 130, 32768: 285, 65536: 600, 131072: 1000}
+"""The K of HELMET's test file at each of its input lengths (scripts/generate_configs.py)."""
 _FILE = re.compile(r"^test_reranking_data_k(\d+)_dep3\.jsonl$")
 _SUBSTITUTE_RUNS = ("dl19", "dl20")
 
@@ -66,34 +72,7 @@ class Listing:
     candidates: tuple[Candidate, ...]
 
 
-class RerankData(Protocol):
-    """A test pool and a demonstration pool, whichever source they came from."""
-
-    @property
-    def source(self) -> str: ...
-
-    @property
-    def qids(self) -> tuple[str, ...]:
-        """Test queries, in a fixed order (the task shuffles it by seed)."""
-        ...
-
-    def query(self, qid: str) -> str: ...
-
-    def order(self, qid: str, permutation: int, seed: int) -> Sequence[Candidate]:
-        """The candidates in the order they are taken: the first ``n`` are those shown when
-        ``n`` fit."""
-        ...
-
-    def shown(self, qid: str, permutation: int, n: int, seed: int) -> Listing:
-        """The first ``n`` of ``order``, arranged as the permutation shows them."""
-        ...
-
-    def demos(self, exclude: str, shots: int, n: int, seed: int) -> list[Listing]:
-        """``shots`` listings of ``n`` candidates for other queries than ``exclude``."""
-        ...
-
-
-def load(data: DataSource) -> RerankData:
+def load(data: DataSource) -> HelmetFiles | Substitute:
     """HELMET's files when the data directory has a ``msmarco/`` folder, else the substitute;
     DataError when neither is there (or HELMET's folder lacks a file)."""
     problem = missing(data)
@@ -101,7 +80,7 @@ def load(data: DataSource) -> RerankData:
         raise DataError(f"re-ranking needs {problem}")
     helmet = data.folder(HELMET_FOLDER)
     if helmet is not None:
-        return _helmet(helmet)
+        return HelmetFiles(_helmet_files(helmet))
     return _substitute(cast(Path, data.folder(SUBSTITUTE_FOLDER)))
 
 
@@ -141,32 +120,45 @@ def balanced_order(candidates: Sequence[Candidate], rng: random.Random) -> list[
 
 @dataclass(frozen=True)
 class HelmetFiles:
-    """HELMET's released rows: test rows grouped by qid (their three orders), demo rows."""
+    """HELMET's released files by their K (the demonstration file's K is ``DEMO_K``)."""
 
-    tests: dict[str, tuple[Listing, ...]]
-    demo_rows: tuple[Listing, ...]
+    files: dict[int, Path]
     source: str = f"data:{HELMET_FOLDER}"
 
-    @property
-    def qids(self) -> tuple[str, ...]:
-        return tuple(self.tests)
+    def test_rows(self, length: int) -> tuple[list[Listing], bool]:
+        """The rows of the file HELMET reads at ``length`` and True; at a length HELMET has no
+        file for, the rows of the largest test file (from which a fitted k is shown) and
+        False."""
+        k = HELMET_K.get(length)
+        if k is not None and k in self.files:
+            return _read_rows(self.files[k]), True
+        return _read_rows(self.files[max(k for k in self.files if k != DEMO_K)]), False
 
-    def query(self, qid: str) -> str:
-        return self.tests[qid][0].query
+    def demo_rows(self) -> list[Listing]:
+        return _read_rows(self.files[DEMO_K])
 
-    def order(self, qid: str, permutation: int, seed: int) -> Sequence[Candidate]:
-        """HELMET's own order of the permutation's row; a cell shorter than the file's K
-        shows its first ``n``."""
-        rows = self.tests[qid]
-        return rows[permutation % len(rows)].candidates
 
-    def shown(self, qid: str, permutation: int, n: int, seed: int) -> Listing:
-        return Listing(qid, self.query(qid), tuple(self.order(qid, permutation, seed)[:n]))
+def helmet_asked(rows: Sequence[Listing], samples: int, seed: int) -> list[Listing]:
+    """The rows HELMET's ``load_msmarco_rerank`` asks with ``max_test_samples`` the queries
+    ``samples`` cases take (a query's rows in turn): a seeded sample of the sorted qids, every
+    row of theirs, in file order."""
+    chosen = sample_keys((row.qid for row in rows), math.ceil(samples / PERMUTATIONS), seed)
+    return [row for row in rows if row.qid in chosen]
 
-    def demos(self, exclude: str, shots: int, n: int, seed: int) -> list[Listing]:
-        chosen = _pick_demos([row for row in self.demo_rows if row.qid != exclude],
-                             exclude, shots, seed)
-        return [Listing(row.qid, row.query, row.candidates[:n]) for row in chosen]
+
+def helmet_demos(demo_rows: Sequence[Listing], asked: Sequence[Listing], qid: str,
+                 shots: int) -> list[Listing]:
+    """HELMET's demonstrations for query ``qid`` of the ``asked`` rows: the demonstration rows
+    without the asked queries (all of them when the file has over twice as many rows as are
+    asked, else this one), shuffled by a seed from ``qid``, the first ``shots`` distinct
+    queries."""
+    left_out = {row.qid for row in asked} if len(demo_rows) > 2 * len(asked) else {qid}
+    pool = [row for row in demo_rows if row.qid not in left_out]
+    chosen = first_distinct([row.qid for row in pool], shuffled(len(pool), key_seed(qid)), shots)
+    if len(chosen) < shots:
+        raise DataError(f"re-ranking needs {shots} demonstration queries other than {qid}; "
+                        f"the demonstration file has {len(chosen)}")
+    return [pool[i] for i in chosen]
 
 
 @dataclass(frozen=True)
@@ -233,15 +225,6 @@ def _helmet_files(folder: Path) -> dict[int, Path]:
 
 
 @cache
-def _helmet(folder: Path) -> HelmetFiles:
-    files = _helmet_files(folder)
-    grouped: dict[str, list[Listing]] = {}
-    for row in _read_rows(files[max(k for k in files if k != DEMO_K)]):
-        grouped.setdefault(row.qid, []).append(row)
-    return HelmetFiles({qid: tuple(rows) for qid, rows in grouped.items()},
-                       tuple(_read_rows(files[DEMO_K])))
-
-
 def _read_rows(path: Path) -> list[Listing]:
     rows = []
     for number, row in enumerate(read_jsonl(path, ("qid", "query", "ctxs")), start=1):

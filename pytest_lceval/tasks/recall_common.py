@@ -62,17 +62,16 @@ def place(pieces: list[Piece], items: Placements) -> list[Piece]:
     return pieces
 
 
-def answer_separator(renderer: Renderer) -> str:
-    """Base models read the prefix on its own line; with a template it opens the assistant turn."""
-    return "" if renderer.uses_template else "\n"
+CUE_SEPARATOR = "\n"
+"""What comes between the question and the answer prefix in a raw prompt (HELMET's recall
+``prompt_template``); under a chat template the whole cue is left out (``Prompt.cue``)."""
 
 
 def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Renderer,
               max_new_tokens: int, depth: float | None, meta: dict[str, Any]) -> Case:
     """A Case from a fitted prompt; ``meta`` gets the context's length, every key's depth and
     the text HELMET scores before the output (``metrics.helmet_scored``)."""
-    prefix = "" if renderer.uses_template else \
-        fitted.prompt.answer_prefix.removeprefix(answer_separator(renderer))
+    prefix = "" if renderer.uses_template else fitted.prompt.cue.removeprefix(CUE_SEPARATOR)
     meta = {**meta, "context_tokens": fitted.context.tokens,
             "key_depths": [round(d, 3) for _, d in fitted.context.depths],
             OUTPUT_PREFIX: prefix}

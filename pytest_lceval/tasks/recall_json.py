@@ -40,10 +40,10 @@ from .fitting import Frame, fit
 from .haystack_items import fill, shared_stream
 from .haystack_text import Context, Piece, assemble, piece
 from .recall_common import (
+    CUE_SEPARATOR,
     DEMOS,
     SYNTHETIC,
     USE_CHAT_TEMPLATE,
-    answer_separator,
     case_rngs,
     make_case,
     place,
@@ -109,7 +109,7 @@ class JsonKvTask:
 
         shots = "".join(f'Key: "{k}"\n{ANSWER_PREFIX} {v}\n\n' for k, v in demos)
         frame = Frame("JSON data:\n{", f'}}\n\n{INSTRUCTION}\n\n{shots}Key: "{key}"',
-                      answer_separator(context.renderer) + ANSWER_PREFIX)
+                      CUE_SEPARATOR + ANSWER_PREFIX)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      key_tokens, f"{self.name} at {cell.length} tokens", stream.largest())
         meta = {"source": SYNTHETIC, "requested_depth": cell.depth, "keys": [key],

@@ -37,9 +37,9 @@ from .fitting import Frame, fit
 from .haystack_items import fill, shared_stream
 from .haystack_text import NOISE, Context, Piece, piece
 from .recall_common import (
+    CUE_SEPARATOR,
     SYNTHETIC,
     USE_CHAT_TEMPLATE,
-    answer_separator,
     case_rngs,
     make_case,
 )
@@ -141,7 +141,7 @@ class NiahTask:
         build, source, granularity = self._builder(context, needles, filler_rng,
                                                    (keys, values), index)
         frame = Frame(self.wording.instruction() + "\n", "\n" + self.wording.question(test.query),
-                      answer_separator(context.renderer) + self.wording.prefix(test.query))
+                      CUE_SEPARATOR + self.wording.prefix(test.query))
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      key_tokens, f"{self.name} at {cell.length} tokens", granularity)
         achieved = fitted.context.depth_of("gold") if depth is not None else None

@@ -29,9 +29,9 @@ from .base import BuildContext
 from .fitting import Frame, fit
 from .haystack_text import NOISE, Context, Piece, assemble, piece
 from .recall_common import (
+    CUE_SEPARATOR,
     SYNTHETIC,
     WholeContextTask,
-    answer_separator,
     case_rngs,
     make_case,
 )
@@ -114,7 +114,7 @@ class VariableTrackingTask(WholeContextTask):
             return assemble(insert_in_order(lines, items, fractions))
 
         frame = Frame(f"{example}\n\n{INSTRUCTION}\n\n", f"\n{question(chain.value)}",
-                      answer_separator(context.renderer) + answer_prefix(chain.value))
+                      CUE_SEPARATOR + answer_prefix(chain.value))
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      key_tokens, f"{self.name} at {cell.length} tokens", line.tokens)
         meta = {"source": SYNTHETIC, "requested_depth": None, "value": chain.value,

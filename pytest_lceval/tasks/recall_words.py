@@ -40,7 +40,7 @@ from ..records import Case
 from .base import BuildContext, CellDoesNotFit
 from .fitting import Frame, fit
 from .haystack_text import Context, Piece, token_counts, tokenizer_cache
-from .recall_common import SYNTHETIC, WholeContextTask, answer_separator, case_rngs, make_case
+from .recall_common import CUE_SEPARATOR, SYNTHETIC, WholeContextTask, case_rngs, make_case
 from .recall_values import word_list as wonderwords_list
 
 COMMON = 10
@@ -174,7 +174,7 @@ class CommonWordsTask(WholeContextTask):
             return _listed(numbered_parts(context.tokenizer, words), tokens(size))
 
         frame = Frame(f"{shot}\n\n{CWE_INSTRUCTION}\n", f"\n{CWE_QUESTION}",
-                      answer_separator(context.renderer) + CWE_PREFIX)
+                      CUE_SEPARATOR + CWE_PREFIX)
         number = _pieces(context.tokenizer, [f" {cell.length}."])[0].tokens  # >= any item's
         granularity = repeats.other * (max(per_word) + number)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
@@ -269,7 +269,7 @@ class FrequentWordsTask(WholeContextTask):
             return _listed(shuffled(items, seed, words), totals[words])
 
         frame = Frame(f"{FWE_INSTRUCTION}\n", f"\n{FWE_QUESTION}",
-                      answer_separator(context.renderer) + FWE_PREFIX)
+                      CUE_SEPARATOR + FWE_PREFIX)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      totals[least], what, max(per_word))
         meta = {"source": SYNTHETIC, "requested_depth": None, "vocabulary": size,

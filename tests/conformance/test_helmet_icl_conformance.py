@@ -1,0 +1,136 @@
+"""HELMET's many-shot ICL (``load_icl``) against the project's ``icl_*`` tasks. HELMET reads its
+five sets from the hub; here ``load_dataset`` gives it the local releases as the project reads
+them (the same texts, in file order, with the project's class ids as the ``ClassLabel``; NLU's
+split is the release's fold 1 rather than HELMET's random one: documented in
+docs/fidelity.md). With the shot count the project fitted for a case, HELMET's prompt for the
+same test input is byte-identical (its test selection, per-input seed, label map and balanced
+demonstrations), raw and under SmolLM2's chat template, and ``eval.run_test`` scores the same
+outputs as the project does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helmet_harness import (
+    Helmet,
+    cache_datasets_in,
+    helmet_prompt,
+    hostile_outputs,
+    hub_stand_in,
+    load_helmet,
+    run_args,
+    run_test,
+    without_processes,
+)
+from shared_data import SHARED_DATA
+
+from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.data import DataSource
+from pytest_lceval.grid import Cell
+from pytest_lceval.models.hf_text import HFText
+from pytest_lceval.records import Case
+from pytest_lceval.tasks.base import BuildContext
+from pytest_lceval.tasks.helmet_icl import IclTask
+from pytest_lceval.tasks.helmet_icl_data import load
+
+CATEGORY = "HELMET load_icl"
+SAMPLES = 20
+TASKS = ("icl_trec_coarse", "icl_trec_fine", "icl_banking77", "icl_clinic150", "icl_nlu")
+
+
+@pytest.fixture(scope="module")
+def helmet(reference: Any) -> Helmet:
+    return load_helmet(reference)
+
+
+def icl_task(name: str) -> IclTask:
+    task = builtin_task(name)
+    assert isinstance(task, IclTask)
+    return task
+
+
+def feed_local_copy(helmet: Helmet, name: str, monkeypatch: pytest.MonkeyPatch,
+                    tmp_path: Path) -> None:
+    """HELMET's ``load_dataset`` answers with the local release of ``name``."""
+    task = icl_task(name)
+    if not (SHARED_DATA / task.layout.folder).is_dir():
+        pytest.skip(f"shared data ({task.layout.folder}) absent from {SHARED_DATA}")
+    data = load(DataSource(SHARED_DATA), task.layout, name)
+    monkeypatch.setitem(helmet.data, "load_dataset", hub_stand_in(
+        name, [(e.text, e.label) for e in data.train], [(e.text, e.label) for e in data.test],
+        data.classes))
+    without_processes(monkeypatch)
+    cache_datasets_in(tmp_path, monkeypatch)
+
+
+def project_cases(text: HFText, name: str, length: int, samples: int, chat: bool) -> list[Case]:
+    renderer = text.renderer if chat else text.renderer.without_template()
+    context = BuildContext(text, renderer, DataSource(SHARED_DATA), 42)
+    return builtin_task(name).build(Cell("icl", name, length, None, samples), context)
+
+
+def helmet_icl(helmet: Helmet, name: str, shots: int, samples: int) -> dict[str, Any]:
+    data: dict[str, Any] = helmet.data["load_icl"](f"{name}_{shots}shot_balance",
+                                                   max_test_sample=samples, seed=42)
+    return data
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("length", [1024, 2048])
+def test_prompts_are_helmets_byte_for_byte(
+        helmet: Helmet, smollm2: HFText, conformance: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, name: str, length: int) -> None:
+    feed_local_copy(helmet, name, monkeypatch, tmp_path)
+    chat = name == "icl_banking77" and length == 2048
+    cases = project_cases(smollm2, name, length, SAMPLES, chat)
+    by_shots: dict[int, list[int]] = defaultdict(list)
+    for index, case in enumerate(cases):
+        by_shots[case.meta["shots"]].append(index)
+    for shots, indices in by_shots.items():
+        data = helmet_icl(helmet, name, shots, SAMPLES)
+        rows = [dict(row) for row in data["data"]]
+        assert len(rows) == len(cases)
+        for index in indices:
+            text, ids = helmet_prompt(helmet, rows[index], data, smollm2, length, 20, chat)
+            assert cases[index].prompt == text, f"{name} case {index}, {shots} shots"
+            assert smollm2.prompt_ids(cases[index].prompt) == ids
+            assert cases[index].gold == (rows[index]["answer"],)
+    conformance.record(CATEGORY, "prompts", len(cases), len(cases))
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["raw", "chat-template"])
+def test_run_test_scores_the_outputs_as_the_project_does(
+        helmet: Helmet, smollm2: HFText, conformance: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, chat: bool) -> None:
+    """``eval.run_test`` end to end on TREC coarse (what ``eval.py`` adds to the output, then
+    ``parse_output`` and exact match) against the project's cases and its score, on 120
+    outputs each; the prompts compared where HELMET's shot count is the case's."""
+    name, samples = "icl_trec_coarse", 120
+    feed_local_copy(helmet, name, monkeypatch, tmp_path)
+    cases = project_cases(smollm2, name, 1024, samples, chat)
+    shots = max(set(c.meta["shots"] for c in cases), key=[c.meta["shots"] for c in cases].count)
+    args = run_args(f"{name}_{shots}shot_balance", tmp_path, chat=chat, max_length=1024,
+                    generation_max_length=20, max_test_samples=samples, shots=0)
+    given: list[str] = []
+
+    def output(i: int, item: dict[str, Any]) -> str:
+        labels = [item["answer"], str((int(item["answer"]) + 1) % 6)]
+        given.append(hostile_outputs(labels, "label:", 240, 0)[(i + 120 * chat) % 240])
+        return given[-1]
+
+    prompts, results = run_test(helmet, args, smollm2, "", "", output)
+    task = icl_task(name)
+    same_shots = 0
+    for case, prompt, text, result in zip(cases, prompts, given, results, strict=True):
+        assert case.gold == (result["answer"],)
+        if case.meta["shots"] == shots:
+            assert case.prompt == prompt
+            same_shots += 1
+        assert task.score(text, case) == float(result["exact_match"]), repr(text)
+    assert same_shots >= 20
+    conformance.record(CATEGORY, "prompts", same_shots, same_shots)
+    conformance.record(CATEGORY, "outputs", samples, samples)
