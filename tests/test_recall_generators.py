@@ -103,19 +103,22 @@ def check_case(task: object, case: Case, context: BuildContext, length: int,
     text = case.prompt[start:end]
     for item in gold_items(task, case):
         assert text.count(item) == 1, item
-    asked = 1 if isinstance(task, JsonKvTask) else 2  # the question (and the answer prefix)
+    # The question, and a raw prompt's answer prefix (HELMET starts a chat template's assistant
+    # turn empty)
+    asked = 1 if isinstance(task, JsonKvTask) or renderer.uses_template else 2
     for key in case.meta["keys"]:
         assert occurrences(key, case.prompt) == occurrences(key, text) + asked
     if isinstance(task, JsonKvTask):
         pairs = json.loads("{" + text + "}")
         assert pairs[case.meta["keys"][0]] == case.gold[0]
-        assert case.prompt.endswith("Corresponding value:")
+        assert case.prompt.endswith("Corresponding value:") != renderer.uses_template
     else:
         assert isinstance(task, NiahTask)
         found = [m.group(1) for key in case.meta["keys"] for m in re.finditer(
             rf"special magic \w+ for {re.escape(key)} is: ([\w-]+)\.", text)]
         assert sorted(found) == sorted(case.gold)
-        assert case.prompt.endswith(task.wording.prefix(case.meta["keys"]))
+        assert case.prompt.endswith(task.wording.prefix(case.meta["keys"])) \
+            != renderer.uses_template
     assert case.stop == ()  # HELMET's stop_new_line: false
     assert (case.chat is not None) == renderer.uses_template
     assert task.score(" " + ", ".join(case.gold) + ".", case) == 1.0  # type: ignore[attr-defined]
