@@ -6,11 +6,13 @@ usage error naming the option and the fix: unknown task names, a broken essay fi
 folder that cannot be written (store_repair checks the store's), a model named by --model (or
 its ini key) that cannot load (missing or empty folder, not a model, no CUDA), a server that
 does not answer.
+Then the run's own folder is made (``claim_run_dir``), one no other run shares.
 ``--collect-only`` checks names and data only: it loads nothing and writes nothing.
 
 During the run, a failure that no later cell can escape (the model did not load after all, a
-data file is broken) fails the first cell with one line and stops the session, on every worker,
-instead of being repeated for each cell.
+data file is broken, the store's disk is full) fails the first cell with one line and stops the
+session, on every worker, instead of being repeated for each cell. A failed request fails its
+cell with its one line, and the run goes on.
 """
 
 from __future__ import annotations
