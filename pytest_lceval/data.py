@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -59,16 +60,36 @@ def _read_texts(folder: Path) -> tuple[tuple[str, ...], str]:
     return tuple(_read_text(path) for path in files), source
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+"""Control bytes that no prose holds (whitespace controls and the C1 range are allowed: the
+public essays carry cp1252 dashes decoded as U+0097)."""
+
+
 def _read_text(path: Path) -> str:
-    """One essay; an empty or undecodable file is a broken download, named with its path."""
+    """One essay; an empty, undecodable or binary file is a broken download, named with its
+    path."""
+    text = read_data_text(path)
+    if not text.strip():
+        raise DataError(f"{path} is empty: restore its text or delete it")
+    control = _CONTROL.search(text)
+    if control:
+        byte = "NUL" if control.group() == "\0" else f"control byte {ord(control.group()):#04x}"
+        raise DataError(f"{path} holds {byte} at character {control.start()}: it is not plain "
+                        f"text (a broken download?); restore its text or delete it")
+    return text
+
+
+def read_data_text(path: Path) -> str:
+    """A data file's UTF-8 text. Whatever stops the read (a missing file, a folder, a link that
+    loops, no permission, an I/O error) or the decoding is one DataError naming the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text (byte {exc.start}): re-save it as UTF-8 or "
                         f"delete it") from None
-    if not text.strip():
-        raise DataError(f"{path} is empty: restore its text or delete it")
-    return text
+    except OSError as exc:
+        raise DataError(f"cannot read {path} ({exc.strerror or exc}): replace it with the "
+                        f"file's contents or delete it") from None
 
 
 def read_jsonl(path: Path, required: Collection[str] = ()) -> tuple[dict[str, Any], ...]:

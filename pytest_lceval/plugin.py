@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"{','.join(format_depth(d) for d in settings.depths)}, "
             f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
         _batching_line(settings),
+        settings.thresholds_line(),
     ]
 
 
@@ -216,7 +217,7 @@ def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
 
     run_dir = pytestconfig.stash[RUN_DIR]
     evaluator = Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
-                          run_dir, judge_panel(pytestconfig, lc_model.store))
+                          run_dir, judge_panel(pytestconfig, lc_model.store, lc_model.backend))
     yield evaluator
     write_usage(run_dir, "model", lc_model.calls)
     for role, calls in (evaluator.judges.used() if evaluator.judges else {}).items():
@@ -232,13 +233,22 @@ def lc_lookahead(lc_evaluator: Evaluator, request: pytest.FixtureRequest) -> Loo
 
 
 @pytest.fixture
-def lc_eval(lc_evaluator: Evaluator, lc_lookahead: Lookahead, request: pytest.FixtureRequest,
-            record_property: Any) -> CellRun:
+def lc_eval(lc_evaluator: Evaluator, lc_lookahead: Lookahead,
+            request: pytest.FixtureRequest) -> CellRun:
     """Measure and judge cells of any suite: ``lc_eval.check(lc_eval.run(lc_cell))``."""
     config = request.config
     return CellRun(lc_evaluator, lc_lookahead, suites_of(config), criteria_of(config),
-                   request.node.nodeid,
-                   record_property)
+                   request.node.nodeid, _property_recorder(request.node))
+
+
+def _property_recorder(item: pytest.Item) -> Callable[[str, object], None]:
+    """What pytest's ``record_property`` does, without that fixture: it warns under pytest's
+    default junit_family (xunit2) on every test. The properties travel in the test's
+    ``user_properties`` (to the xdist controller too), and pytest's JUnit XML writes them as the
+    testcase's ``<properties>`` in every junit_family."""
+    def record(name: str, value: object) -> None:
+        item.user_properties.append((name, value))
+    return record
 
 
 @pytest.hookimpl(tryfirst=True)

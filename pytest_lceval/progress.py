@@ -201,6 +201,8 @@ def use_board(board: Board | None) -> Board | None:
     return previous
 
 
+WAITING_SECONDS = 1.0
+"""Counts that stood still this long: the line says the cell waits for the model."""
 LOG_EVERY_ENV = "LCEVAL_PROGRESS_EVERY"
 """Seconds between a running cell's lines in a log (default 30)."""
 
@@ -233,9 +235,16 @@ class CellProgress:
         self.started = time.perf_counter()
         self._last = -float("inf")
         self._live = False
+        self._counts = (0, 0)
+        self._moved = self.started
+        """When the counts (cases done, tokens) last changed."""
 
     def __call__(self, done: int, total: int, tokens: int, seconds: float) -> None:
+        """After each batch, and every second while the model works on one (the counts then
+        stand still, and the line says how long the cell has waited)."""
         now = time.perf_counter()
+        if (done, tokens) != self._counts:
+            self._counts, self._moved = (done, tokens), now
         interactive = self.board.interactive
         if now - self.started < (self.after if interactive else self.log_every):
             return
@@ -244,8 +253,10 @@ class CellProgress:
         if now - self._last < (0.5 if interactive else self.log_every) and done < total:
             return
         self._last = now
+        waited = now - self._moved
         rate = tokens / seconds if seconds > 0 else 0.0
-        self.board.cell(self.label, f"{done}/{total} cases, {rate:,.0f} tok/s")
+        waiting = f", waiting {waited:.0f} s for the model" if waited >= WAITING_SECONDS else ""
+        self.board.cell(self.label, f"{done}/{total} cases, {rate:,.0f} tok/s{waiting}")
         self._live = True
 
     def close(self) -> None:

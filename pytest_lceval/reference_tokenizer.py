@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .data import DataSource
 from .models.base import Renderer
+from .models.gguf_header import check_gguf_size
 from .models.hf_text import HFText
 from .tasks.base import BuildContext
 
@@ -57,6 +58,7 @@ def load_reference(path: Path) -> ReferenceTokenizer:
         if path.is_dir():
             tokenizer = AutoTokenizer.from_pretrained(str(path))
         elif path.suffix == ".gguf":
+            check_gguf_size(path)
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         elif path.suffix == ".json":
             tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(path))

@@ -39,12 +39,23 @@ class PlannedCell:
     """Prompt tokens the model reads; None when only measuring tells (Task Haystack)."""
     group: str
     """Cells expected to take alike when their tokens are unknown: suite and length label."""
+    length: int = 0
+    """The cell's context length in tokens; 0 when it is not one (Task Haystack's)."""
 
     @classmethod
     def of(cls, cell: Cell) -> PlannedCell:
         known = cell.length > 0
         return cls(cell.suite, cell.samples, cell.samples * cell.length if known else None,
-                   f"{cell.suite}/{cell.length_label}")
+                   f"{cell.suite}/{cell.length_label}", cell.length)
+
+
+def split_by_window(plan: Mapping[str, PlannedCell],
+                    window: int | None) -> tuple[dict[str, PlannedCell], int]:
+    """(the cells that can run, how many are longer than the model's ``window`` and will
+    skip); every cell can run when the window is not known before loading."""
+    fits = {nodeid: cell for nodeid, cell in plan.items()
+            if window is None or cell.length <= window}
+    return fits, len(plan) - len(fits)
 
 
 def plan_of(items: Iterable[Any]) -> dict[str, PlannedCell]:
@@ -117,6 +128,9 @@ class RunTracker:
     plan: dict[str, PlannedCell]
     prior: Throughput | None = None
     workers: int = 1
+    too_long: int = 0
+    """Selected cells left out of the plan: longer than the model's ``window``, they skip."""
+    window: int | None = None
     done: set[str] = field(default_factory=set)
     tokens_measured: float = 0.0
     """Prompt tokens the model read in finished token-planned cells."""
@@ -184,6 +198,11 @@ class RunTracker:
     # -- lines -------------------------------------------------------------------------------
 
     def plan_line(self) -> str:
+        longer = (f"longer than the model's {self.window or 0:,}-token window "
+                  f"(they skip)")
+        if not self.plan:
+            return f"lceval: plan: no cell can run: all {self.too_long} selected cells are " \
+                   + longer
         cells = self.plan.values()
         suites = sorted({cell.suite for cell in cells})
         tokens = sum(cell.tokens or 0 for cell in cells)
@@ -195,6 +214,8 @@ class RunTracker:
         line = (f"lceval: plan: {len(suites)} suite{_s(len(suites))} ({', '.join(suites)}), "
                 f"{len(self.plan):,} cell{_s(len(self.plan))}, "
                 f"{sum(cell.cases for cell in cells):,} cases, {size}")
+        if self.too_long:
+            line += f"; {self.too_long} more selected cell{_s(self.too_long)} {longer}"
         seconds, unknown = self.remaining_seconds()
         if seconds is None or self.prior is None:
             return line + "; time: estimate after the first cell"

@@ -56,7 +56,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"openai: requests in flight at once per endpoint (default "
                          f"{DEFAULT_CONCURRENCY}); raise --lceval-batch-size with it")
     group.addoption("--lceval-timeout", dest="lceval_timeout", default=None,
-                    help=f"openai: seconds per request (default {DEFAULT_TIMEOUT:g})")
+                    help=f"openai: wall-clock seconds one request may take, however slowly "
+                         f"the server sends, the judge's requests too (default "
+                         f"{DEFAULT_TIMEOUT:g}); a request past it is retried as a timeout")
     group.addoption("--lceval-retries", dest="lceval_retries", default=None,
                     help=f"openai: retries on 429/5xx/timeouts with backoff and jitter, "
                          f"honouring Retry-After (default {DEFAULT_RETRIES})")

@@ -89,6 +89,8 @@ class Settings:
     """Whether ``lookahead`` was chosen for the model's place (--lceval-lookahead auto)."""
     threshold_explicit: bool = False
     """Whether the global ``threshold`` was given by the user (option or ini), not defaulted."""
+    thresholds_replaced: tuple[str, ...] = ()
+    """Thresholds given twice with different values: the last won (said in the header)."""
     prior_knowledge_threshold: float = DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD
     """A QA case whose no-context answer scores at least this measures memory, not context use,
     and is excluded (100-LongBench's prior-knowledge filter)."""
@@ -116,6 +118,16 @@ class Settings:
 
     def threshold_for(self, task: str) -> float:
         return self.task_thresholds.get(task, self.threshold)
+
+    def thresholds_line(self) -> str:
+        """The effective thresholds, as the header states them."""
+        default = f"{self.threshold:g} " + ("(--lceval-threshold)" if self.threshold_explicit
+                                            else "(default)")
+        per_task = "".join(f", {task}={value:g}" for task, value in
+                           sorted(self.task_thresholds.items()))
+        replaced = f"; given twice, the last wins: {', '.join(self.thresholds_replaced)}" \
+            if self.thresholds_replaced else ""
+        return f"lceval: thresholds: {default} for every task{per_task}{replaced}"
 
     def threshold_is_explicit(self, task: str) -> bool:
         """Whether the user chose the task's threshold; a relative criterion (LongScore) may
@@ -314,22 +326,39 @@ def _unit_score(text: str) -> float:
     return value
 
 
-def named_fractions(values: list[str]) -> tuple[float | None, dict[str, float]]:
+@dataclass(frozen=True)
+class NamedFractions:
+    """A repeatable option of `0.5` and `name=0.3` items, as the run applies it."""
+
+    default: float | None
+    per_name: dict[str, float]
+    replaced: tuple[str, ...] = ()
+    """Items given again with another value: the last one wins, and the header says so
+    ("0.3 replaced by 0.6")."""
+
+
+def named_fractions(values: list[str]) -> NamedFractions:
     """`0.5` and `name=0.3` items (comma lists, repeated options): the default and per name."""
-    default: float | None = None
-    per_task: dict[str, float] = {}
+    given: dict[str | None, float] = {}
+    replaced: list[str] = []
     for raw in values:
         for part in str(raw).split(","):
             if not part.strip():
                 continue
+            name: str | None = None
+            number = part
             if "=" in part:
-                task, _, number = part.partition("=")
-                if not task.strip():
+                name, _, number = (piece.strip() for piece in part.partition("="))
+                if not name:
                     raise ValueError(f"{part!r} names no task before '='")
-                per_task[task.strip()] = _unit_score(number)
-            else:
-                default = _unit_score(part)
-    return default, per_task
+            value = _unit_score(number)
+            if name in given and given[name] != value:
+                said = "" if name is None else f"{name}="
+                replaced.append(f"{said}{given[name]:g} replaced by {said}{value:g}")
+            given[name] = value
+    default = given.pop(None, None)
+    return NamedFractions(default, {name: value for name, value in given.items()
+                                    if name is not None}, tuple(replaced))
 
 
 def option_value(config: pytest.Config, name: str, parse: Callable[[Any], T], default: T,
@@ -376,7 +405,7 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
                  "Give percentages 0..100 such as --depths 0,50,100.")
     raw_thresholds, where = lookup(config, "lceval_threshold")
     threshold_values = raw_thresholds if isinstance(raw_thresholds, list) else []
-    default_threshold, task_thresholds = convert(
+    thresholds = convert(
         threshold_values, where, "--lceval-threshold", named_fractions,
         "Write --lceval-threshold 0.5 or --lceval-threshold json_kv=0.3.")
     data = get("lceval_data", lambda v: _existing_dir(str(v)), None,
@@ -405,8 +434,9 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
                           "Use auto, on or off."),
         stop_newline=get("lceval_stop_newline", _stop_choice, STOP_CHOICES[0],
                          "Use released or config."),
-        threshold=DEFAULT_THRESHOLD if default_threshold is None else default_threshold,
-        task_thresholds=task_thresholds,
+        threshold=DEFAULT_THRESHOLD if thresholds.default is None else thresholds.default,
+        task_thresholds=thresholds.per_name,
+        thresholds_replaced=thresholds.replaced,
         tasks=get("lceval_tasks", lambda v: tuple(dict.fromkeys(_comma_list(v, str.strip))), (),
                   "Give a comma list of task names."),
         dtype=get("lceval_dtype", _dtype_choice, "auto",
@@ -415,7 +445,7 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         batch_size=batch_size,
         lookahead=auto_lookahead(batch_size, model, device) if lookahead is None else lookahead,
         lookahead_auto=lookahead is None,
-        threshold_explicit=default_threshold is not None,
+        threshold_explicit=thresholds.default is not None,
         prior_knowledge_threshold=get(
             "lceval_prior_knowledge_threshold", _unit_score, DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD,
             "Give a fraction such as --prior-knowledge-threshold 0.5."),

@@ -115,6 +115,11 @@ class StoreError(RuntimeError):
     """A store operation failed: the message names the file, and for damage says to rerun."""
 
 
+class StoreFull(StoreError):
+    """The store's disk (or SQLite's size limit) is full: no later answer could be stored, so
+    the run stops at the first; what was stored before is kept."""
+
+
 def is_damage(exc: sqlite3.Error) -> bool:
     """Whether SQLite found the file damaged: SQLITE_CORRUPT or SQLITE_NOTADB, which Python
     raises as plain ``DatabaseError`` (locking, I/O and full disks raise subclasses)."""
@@ -156,6 +161,10 @@ def _names_the_file(
         try:
             return method(self, *args, **kwargs)
         except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise StoreFull(
+                    f"store {self.path}: {exc}: free space on its disk, or move the store "
+                    f"with --lceval-store; the answers stored so far are kept") from None
             hint = ("; rerun pytest: its start-up check moves the damaged file aside and "
                     "salvages the readable answers into a new store") if is_damage(exc) else ""
             raise StoreError(f"pytest-lceval store {self.path}: {exc}{hint}") from exc
@@ -351,7 +360,8 @@ class Store:
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite ends it itself on some errors (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 

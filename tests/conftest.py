@@ -13,7 +13,7 @@ import shared_data  # noqa: F401  (reads $LCEVAL_DATA before the fixture below r
 if TYPE_CHECKING:
     from pytest_lceval.models.hf_text import HFText
 
-pytest_plugins = ["conformance_tally"]
+pytest_plugins = ["conformance_tally", "bad_input_tally"]
 
 
 @pytest.fixture(scope="session")

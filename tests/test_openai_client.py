@@ -5,6 +5,9 @@ the real `transformers serve`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 import time
 import warnings
 from collections.abc import Iterator
@@ -101,6 +104,39 @@ def test_exhausted_retries_fail_with_the_reason_and_what_to_do(server: FakeServe
     assert len(server.requests("/completions")) == 2
 
 
+def deadline_backend(server: FakeServer, **serving: Any) -> OpenAIBackend:
+    """A backend on the client that ``OpenAIBackend.load`` makes (openai_setup.make_clients):
+    its requests carry the wall-clock deadline."""
+    options = ServingOptions(base_url=server.url, api_mode="completions", **serving)
+    (client,) = openai_setup.make_clients(options, options.timeout, options.retries)
+    return OpenAIBackend("openai:fake", "fake", client, WordText(), "completions", options,
+                         (4096, "test"), server.url)
+
+
+def trickled(text: str) -> Reply:
+    """``text``'s answer sent a byte a second, padded so that it would take over an hour."""
+    return dataclasses.replace(completion(text), trickle=1.0)
+
+
+def test_a_server_that_trickles_is_cut_off_at_the_deadline(server: FakeServer) -> None:
+    """A byte a second never lets a read time out: only the wall-clock deadline ends it."""
+    server.answer = lambda request: trickled("42")
+    started = time.perf_counter()
+    with pytest.raises(ServerError) as failure:
+        ask(deadline_backend(server, timeout=2.0, retries=0))
+    assert 2.0 <= time.perf_counter() - started < 8.0
+    assert "the request timed out: no whole answer within --lceval-timeout 2 s" in \
+        str(failure.value)
+
+
+def test_a_request_past_its_deadline_is_retried_with_a_new_one(server: FakeServer) -> None:
+    server.script = [trickled("41")]
+    started = time.perf_counter()
+    assert ask(deadline_backend(server, timeout=1.5, retries=1)) == "42"
+    assert 1.5 <= time.perf_counter() - started < 8.0
+    assert len(server.requests("/completions")) == 2
+
+
 def test_refused_connection_names_the_endpoint() -> None:
     with FakeServer().running() as gone:
         model = backend(gone, retries=0)
@@ -150,6 +186,27 @@ def test_chat_prefill_refused_appends_the_prefix_with_a_warning(server: FakeServ
     assert len(bodies) == 3  # the refused try, its retry, then straight to the fallback
     assert bodies[2]["messages"] == [{"role": "user", "content": "Again? Answer:"}]
     assert model.describe()["answer_prefix"] == "appended to the user message"
+
+
+@pytest.mark.parametrize("body", [{"id": "x", "object": "chat.completion", "choices": []},
+                                  {"id": "x"}, ["not", "an", "object"]],
+                         ids=["empty-choices", "no-choices", "a-list"])
+@pytest.mark.parametrize("mode", ["completions", "chat"])
+@pytest.mark.parametrize("call", ["generate", "rank"])
+def test_a_reply_without_choices_says_what_the_server_sent(server: FakeServer, body: Any,
+                                                           mode: str, call: str) -> None:
+    server.answer = lambda request: Reply(body=body)
+    model = backend(server, mode, retries=0)
+    with pytest.raises(ServerError) as failure:
+        if call == "generate":
+            ask(model)
+        else:
+            model.rank([RankRequest("Review: great film.", " Answer:", ("good", "bad"))])
+    message = str(failure.value)
+    sent = re.search(r"the server answered with no choices: it sent (.*)\. Answers stored",
+                     message)
+    assert sent and json.loads(sent.group(1)) == body, message
+    assert failure.value.__cause__ is None
 
 
 # -- rank ----------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import struct
 import subprocess
 import sys
 import termios
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,11 @@ from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.grid import Cell
 from pytest_lceval.haystack.plan import HaystackCell
+from pytest_lceval.models.mock import MockBackend
+from pytest_lceval.models.options import LoadOptions
+from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.progress import CellProgress, WorkerBoard, short_label, use_board
+from pytest_lceval.records import GenerateRequest, Generation
 from pytest_lceval.run_plan import (
     PlannedCell,
     RunTracker,
@@ -27,6 +33,7 @@ from pytest_lceval.run_plan import (
     load_prior,
     save_prior,
 )
+from pytest_lceval.store import Store
 
 SLOW_MOCK = """
 import time
@@ -157,6 +164,49 @@ def test_cell_labels_on_the_status_line_and_worker_lines() -> None:
     finally:
         use_board(previous)
     assert log.text == "[gw0] t[a]: 1/2 cases, 100 tok/s\n"
+
+
+class _Waiting(MockBackend):
+    """mock:grep whose answers take 2.5 s a batch (a slow server, a long prefill)."""
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        time.sleep(2.5)
+        return super().generate(requests)
+
+
+def test_a_cell_waiting_for_the_model_still_shows_progress(tmp_path: Path) -> None:
+    """While a batch is out, progress hears every second that the cell waits, and the line
+    says for how long; the counts it hears are those of the batches already answered."""
+    heard: list[tuple[int, int, int, float]] = []
+    model = StoredModel(_Waiting("grep", {}, LoadOptions()), Store(tmp_path / "s.sqlite"),
+                        batch_size=2)
+    model.generate([GenerateRequest(f"q{i}", 4) for i in range(4)],
+                   lambda *counts: heard.append(counts))
+    waiting = [counts for counts in heard if counts[0] < 4]
+    assert len(waiting) >= 4  # two beats a batch, at least
+    assert {done for done, _, _, _ in waiting} == {0, 2}
+    assert [seconds for _, _, _, seconds in waiting] == sorted(s for *_, s in waiting)
+
+    class Log:
+        text = ""
+
+        def write(self, text: str) -> None:
+            self.text += text
+
+        def flush(self) -> None:
+            pass
+
+    log = Log()
+    previous = use_board(WorkerBoard(lambda: __import__("contextlib").nullcontext(), log))
+    try:
+        progress = CellProgress("[gw0] t[a]", after=0.0, log_every=0.0)
+        time.sleep(1.1)
+        progress(0, 2, 0, 1.1)
+        progress.close()
+    finally:
+        use_board(previous)
+    assert re.fullmatch(r"\[gw0\] t\[a\]: 0/2 cases, 0 tok/s, waiting 1 s for the model\n",
+                        log.text)
 
 
 # -- the plugin in real runs ------------------------------------------------------------------

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from fake_openai import FakeServer, Reply, Seen, default_answer
+from fake_openai import FakeServer, Reply, Seen, byte_encoding, default_answer
 from toy_suite import SUITE, TOY_TASK
 
 KEY = "sk-proj-Zq9f3c1e7a5b2d4c6e8a0b1c2d3e4f5a6bXw"
@@ -30,14 +29,6 @@ def answer(request: Seen) -> Reply:
 def server() -> Iterator[FakeServer]:
     with FakeServer(answer).running() as running:
         yield running
-
-
-def byte_encoding() -> Any:
-    import tiktoken
-
-    return tiktoken.Encoding(name="bytes_test", pat_str=r"\s?\S+|\s+",
-                             mergeable_ranks={bytes([i]): i for i in range(256)},
-                             special_tokens={})
 
 
 def test_planted_key_appears_in_no_output(pytester: pytest.Pytester, server: FakeServer,

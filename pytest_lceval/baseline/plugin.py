@@ -13,7 +13,7 @@ import pytest
 from ..criteria import Assessment, Evidence
 from ..evaluation import Need
 from ..results import CellResult, Judgement
-from ..settings import SETTINGS, Settings, convert, lookup
+from ..settings import SETTINGS, Settings, convert, lookup, option_value
 from ..stats import PairedComparison, fewest_decisive, paired_comparison
 from .saved import (
     CasesDiffer,
@@ -26,7 +26,12 @@ from .saved import (
 )
 
 DEFAULT_MIN_DROP = 0.05
+DEFAULT_MIN_COVERAGE = 1.0
+"""Every measured cell must be in the baseline: a comparison that compares less fails."""
 CRITERION = "baseline"
+COVERAGE = "baseline_coverage"
+CELLS_NAMED = 5
+"""Cells the coverage line names before "and N more"."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,9 @@ class BaselineOptions:
     min_drop: float
     any_judge: bool = False
     """--lceval-compare-any-judge: pair judged cells even when another judge scored them."""
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    """--lceval-compare-min-coverage: the share of a suite's measured cells the baseline must
+    hold, or the suite gate fails."""
 
 
 OPTIONS = pytest.StashKey[BaselineOptions]()
@@ -156,7 +164,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-compare-any-judge", dest="lceval_compare_any_judge",
                     action="store_true", default=False,
                     help="compare judged cells with a baseline scored by another judge")
+    group.addoption("--lceval-compare-min-coverage", dest="lceval_compare_min_coverage",
+                    default=None, metavar="SHARE",
+                    help=f"under --lceval-compare, the share 0..1 of each suite's measured "
+                         f"cells the baseline must hold, or the run fails (default "
+                         f"{DEFAULT_MIN_COVERAGE:g}: every cell compared)")
     parser.addini("lceval_min_drop", "default --lceval-min-drop", type="string")
+    parser.addini("lceval_compare_min_coverage", "default --lceval-compare-min-coverage",
+                  type="string")
 
 
 def _min_drop(text: Any) -> float:
@@ -166,12 +181,22 @@ def _min_drop(text: Any) -> float:
     return value
 
 
+def _share(text: Any) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("a share is a fraction 0..1 of the cells (write 0.8, not 80)")
+    return value
+
+
 def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOptions:
     """Resolve and check the baseline options; any problem is a UsageError before any model
     is loaded (a missing baseline, or one saved with another seed, cannot give a verdict)."""
     raw, where = lookup(config, "lceval_min_drop")
     min_drop = DEFAULT_MIN_DROP if raw is None else convert(
         raw, where, "--lceval-min-drop", _min_drop, "Write e.g. --lceval-min-drop 0.05.")
+    min_coverage = option_value(config, "lceval_compare_min_coverage", _share,
+                                DEFAULT_MIN_COVERAGE,
+                                "Write e.g. --lceval-compare-min-coverage 0.8.")
     save = config.getoption("lceval_save")
     save_path = None if save is None else convert(
         save, "--lceval-save", "--lceval-save", lambda v: baseline_path(v, settings.out_root),
@@ -196,7 +221,7 @@ def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOption
                 f"{saved_judge} and this run names {settings.judge}: judged scores of different "
                 f"judges do not pair. Use the baseline's judge, or pass "
                 f"--lceval-compare-any-judge to compare anyway.")
-    return BaselineOptions(save_path, saved, min_drop, any_judge)
+    return BaselineOptions(save_path, saved, min_drop, any_judge, min_coverage)
 
 
 @pytest.hookimpl(trylast=True)
@@ -204,6 +229,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """trylast: the core's pytest_configure resolves the settings this needs."""
     options = resolve_options(config, config.stash[SETTINGS])
     config.stash[OPTIONS] = options
+    if options.save is not None:
+        config.stash[RAN_HERE] = _RanHere()
+        config.pluginmanager.register(config.stash[RAN_HERE], "lceval-baseline-ran-here")
 
 
 @pytest.hookimpl
@@ -221,7 +249,67 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     saved = options.compare
     return [f"lceval: comparing with baseline {saved.name!r} ({saved.model}, "
-            f"{len(saved.cells)} cells, saved {saved.created}); min drop {options.min_drop}"]
+            f"{len(saved.cells)} cells, saved {saved.created}); min drop {options.min_drop}, "
+            f"it must hold {options.min_coverage:.0%} of each suite's measured cells "
+            f"(--lceval-compare-min-coverage)"]
+
+
+@pytest.hookimpl
+def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
+                                results: list[CellResult]) -> list[Judgement] | None:
+    """How much of the suite the baseline covered: a comparison of almost nothing must not
+    pass as a comparison (27 cells against a 1-cell baseline were 27 passes)."""
+    options = config.stash.get(OPTIONS, None)
+    if options is None or options.compare is None:
+        return None
+    return [coverage(options.compare.name, suite, results, options.min_coverage)]
+
+
+def coverage(name: str, suite: str, results: list[CellResult], minimum: float) -> Judgement:
+    """The suite gate on the share of measured cells (those with scores) the baseline held."""
+    measured = [r for r in results if r.scores]
+    left_out = [r for r in measured if _status(r) in (None, "not-compared")]
+    compared = len(measured) - len(left_out)
+    share = compared / len(measured) if measured else 0.0
+    ok = bool(measured) and share >= minimum
+    message = (f"{suite}: baseline {name!r} covers {compared} of {len(measured)} measured "
+               f"cells ({share:.0%} {'>=' if ok else '<'} --lceval-compare-min-coverage "
+               f"{minimum:.0%})")
+    if left_out:
+        ids = [r.nodeid.partition("[")[2].rstrip("]") or r.nodeid for r in left_out]
+        more = f" and {len(ids) - CELLS_NAMED} more" if len(ids) > CELLS_NAMED else ""
+        message += (f"; {len(left_out)} not compared: {', '.join(ids[:CELLS_NAMED])}{more}"
+                    + ("" if ok else ". Save the baseline again over the cells this run "
+                       "selects, or lower --lceval-compare-min-coverage"))
+    skipped = len(results) - len(measured)
+    if skipped:
+        message += f"; {skipped} cells without scores left out"
+    return Judgement(COVERAGE, ok, message, {"baseline": name, "compared": compared,
+                                             "measured": len(measured),
+                                             "min_coverage": minimum})
+
+
+def _status(result: CellResult) -> str | None:
+    """The cell's baseline status; None when the criterion did not judge it."""
+    for judgement in result.judgements:
+        if judgement.criterion == CRITERION:
+            return str(judgement.properties.get("baseline_status", ""))
+    return None
+
+
+class _RanHere:
+    """The tests this session ran (on the xdist controller, those its workers reported): a
+    baseline holds only cells this run measured, not what an earlier run left in a reused
+    run folder."""
+
+    def __init__(self) -> None:
+        self.nodeids: set[str] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.nodeids.add(report.nodeid)
+
+
+RAN_HERE = pytest.StashKey[_RanHere]()
 
 
 @pytest.hookimpl
@@ -230,8 +318,11 @@ def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
     options = config.stash.get(OPTIONS, None)
     if options is None or options.save is None:
         return
-    path = save_run(options.save, results, config.stash[SETTINGS])
+    ran = config.stash[RAN_HERE].nodeids
+    mine = [result for result in results if result.nodeid in ran]
+    replaced = save_run(options.save, mine, config.stash[SETTINGS], run_dir)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"lceval: saved baseline {path.stem!r} ({len(results)} cells) "
-                            f"to {path}")
+        path = options.save
+        reporter.write_line(f"lceval: saved baseline {path.stem!r} ({len(mine)} cells) to {path}"
+                            + (f", replacing {replaced}" if replaced else ""))

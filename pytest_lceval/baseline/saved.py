@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from .. import __version__, strict_json
 from ..results import CellResult
@@ -68,13 +71,18 @@ def baseline_path(value: str, out_root: Path) -> Path:
     return out_root / BASELINES_DIR / f"{value}.json"
 
 
-def save_run(path: Path, results: list[CellResult], settings: Settings) -> Path:
-    """Write a saved run; written to a temporary file first so a crash leaves no half file."""
+def save_run(path: Path, results: list[CellResult], settings: Settings,
+             run_dir: Path) -> str | None:
+    """Write a saved run: to a file of this process first, then moved over ``path``, so a
+    crash leaves no half file; under a lock, so two runs saving one name at once write one
+    after the other. Returns what the save replaced ("the baseline run X saved at T"), or
+    None for a new file."""
     models = sorted({r.model for r in results})
     fingerprints = sorted({r.fingerprint for r in results})
     payload = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "name": path.stem,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "package_version": __version__,
+        "run": str(run_dir),
         "model": ", ".join(models), "fingerprint": ", ".join(fingerprints),
         "seed": settings.seed,
         "settings": json.loads(json.dumps(asdict(settings), default=str)),
@@ -87,11 +95,25 @@ def save_run(path: Path, results: list[CellResult], settings: Settings) -> Path:
         },
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(strict_json.dumps(payload, indent=1, sort_keys=True),
-                       encoding="utf-8")
-    partial.replace(path)
-    return path
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with FileLock(str(path.with_name(path.name + ".lock"))):
+        replaced = _written_by(path)
+        partial.write_text(strict_json.dumps(payload, indent=1, sort_keys=True),
+                           encoding="utf-8")
+        partial.replace(path)
+    return replaced
+
+
+def _written_by(path: Path) -> str | None:
+    """Who wrote the baseline at ``path``, as the line about replacing it says; None when
+    there is none."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return f"the one run {data.get('run', '(not recorded)')} saved at {data['created']}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "a file that was not a readable baseline"
 
 
 def load_run(path: Path) -> SavedRun:

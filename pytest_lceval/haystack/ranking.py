@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from ..models.base import Tokenizer
 from ..models.hf_text import first_token_ids
 from ..records import Ranking
-from .data import LliclTask
+from .data import LliclTask, TaskDataError
 
 
-class OptionCollisionError(ValueError):
+class OptionCollisionError(TaskDataError):
     """Two options of a task start with the same token: rank classification cannot separate
-    them. The message names the task, the options and the token."""
+    them. The message names the task, the options, the token and the file to fix. A stream
+    holds every task's queries, so one such task stops the run (a data error)."""
 
 
 def check_options(tokenizer: Tokenizer, task: LliclTask, context: str) -> list[int]:

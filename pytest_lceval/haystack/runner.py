@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from ..evaluation import Evaluator
 from ..grid import case_seed
+from ..models.base import Tokenizer
 from ..models.hf_text import suffix_ids
 from ..models.stored import StoredModel
 from ..models.topk_rank import NO_PREDICTION
@@ -41,7 +42,7 @@ from .prompts import (
     single_task,
     task_block,
 )
-from .ranking import OptionCollisionError, Scored, check_options, score
+from .ranking import Scored, check_options, score
 from .verdict import Verdict, paired_verdict, rank_note
 
 SAMPLES_KEPT = 2
@@ -57,6 +58,15 @@ class _Conditions:
     lifelong: dict[int, Scored]
     requests: dict[int, list[RankRequest]]
     """The test task's Lifelong requests per resample (for case keys and samples)."""
+
+
+def check_stream(tokenizer: Tokenizer, tasks: Sequence[LliclTask], test_size: int) -> None:
+    """Every task of the run, before its first cell: a stream holds all their queries (in
+    recall and paraphrase the first test ranks them all), so a task whose options share a
+    first token would fail the cells of every other task. Raises OptionCollisionError, which
+    names the task and its config.json."""
+    for task in tasks:
+        check_options(tokenizer, task, query(task, task.test_cases(test_size)[0]))
 
 
 class HaystackMeasure:
@@ -80,10 +90,6 @@ class HaystackMeasure:
     def measure(self, cell: HaystackCell, result: CellResult) -> None:
         plan = plan_cell(cell, self.settings, self.evaluator.settings.seed)
         result.depth = plan.depth
-        try:
-            check_options(self.model.tokenizer, plan.task, query(plan.task, plan.rows[0]))
-        except OptionCollisionError as exc:
-            raise CellRefused(str(exc)) from None
         started = time.perf_counter()
         try:
             contexts = {r: self._contexts(plan, r) for r in plan.resamples}

@@ -19,7 +19,7 @@ from .data import available_tasks, load_task
 from .metrics import HaystackMetrics
 from .plan import SUITE, HaystackCell, cells
 from .report import write_reports
-from .runner import HaystackMeasure
+from .runner import HaystackMeasure, check_stream
 from .verdict import FAIL
 
 CRITERION = "task_haystack"
@@ -39,6 +39,8 @@ class HaystackSuite(Suite):
 
     def __init__(self, settings: HaystackSettings) -> None:
         self.settings = settings
+        self._checked = False
+        """Whether this process checked the options of every task (check_stream)."""
 
     def grid(self, settings: Settings) -> list[Cell]:
         for name in self.settings.tasks:  # read (cached) now: a broken file is found at start
@@ -51,6 +53,11 @@ class HaystackSuite(Suite):
     def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
         assert isinstance(cell, HaystackCell), cell
         model = _batched(evaluator.model, self.settings.batch_size)
+        if not self._checked:
+            check_stream(model.tokenizer, [load_task(self.settings.root, name)
+                                           for name in self.settings.tasks],
+                         self.settings.test_size)
+            self._checked = True
         HaystackMeasure(evaluator, self.settings, model).measure(cell, result)
 
     def task_names(self) -> list[str]:

@@ -10,15 +10,20 @@ from typing import Any
 
 import pytest
 
+from ..data import DataError
+from ..grid import Cell
+from ..lookahead import selected_cells
 from ..models.base import Backend
 from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
 from ..models.preflight import check_model
 from ..models.registry import check_spec, make_backend
 from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
+from ..serving_plugin import serving_options
 from ..settings import SETTINGS, Settings, bounded, flag, option_value
 from ..store import Store
+from ..suite import Suite, suites_of
 from .helmet_prompts import HELMET, read_helmet_prompts
-from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
+from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgedTask, JudgePanel, JudgeSpec
 
 JUDGES = pytest.StashKey[tuple[JudgeSpec, ...]]()
 DEFAULT_JUDGE_CONCURRENCY = 2 * DEFAULT_CONCURRENCY
@@ -119,15 +124,57 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A judge that cannot load (no such folder, no model name, a server that does not answer)
-    is one usage error before anything runs, as the model under test is (startup.py); on the
-    controller, before xdist starts workers (tryfirst)."""
+    """Under xdist the controller collects nothing, and it checks the judges before starting
+    the workers (tryfirst) when any suite's grid has cells of a judged task."""
     config = session.config
-    if hasattr(config, "workerinput") or config.option.collectonly or JUDGES not in config.stash:
-        return
+    if _checks_judges(config) and _distributed(config) and any(
+            _judged(config, cell) for suite in suites_of(config).values()
+            for cell in _grid(suite, config.stash[SETTINGS])):
+        _check_judges(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In one process, the judges are checked once the selected cells are known, when one of
+    them is a judged task's, before the plan line and the first cell: a run that judges nothing
+    does not need a judge that works."""
+    config = session.config
+    if _checks_judges(config) and not _distributed(config) and any(
+            _judged(config, cell) for _, cell in selected_cells(session)):
+        _check_judges(config)
+
+
+def _checks_judges(config: pytest.Config) -> bool:
+    return not (hasattr(config, "workerinput") or config.option.collectonly
+                or not config.stash.get(JUDGES, ()))
+
+
+def _distributed(config: pytest.Config) -> bool:
+    return getattr(config.option, "dist", "no") != "no"
+
+
+def _grid(suite: Suite, settings: Settings) -> list[Cell]:
+    """The suite's cells; none when its data is broken (collection reports that)."""
+    try:
+        return suite.grid(settings)
+    except (DataError, pytest.UsageError):
+        return []
+
+
+def _judged(config: pytest.Config, cell: Cell) -> bool:
+    try:
+        return isinstance(suites_of(config)[cell.suite].task(cell.task), JudgedTask)
+    except KeyError:  # a suite whose tasks are not objects (Task Haystack)
+        return False
+
+
+def _check_judges(config: pytest.Config) -> None:
+    """A judge that cannot load (no such folder, no model name, no key, a server that does not
+    answer) is one usage error naming the judge's options, as the model under test is at
+    start-up (startup.py)."""
     for judge in config.stash[JUDGES]:
         try:
-            check_model(judge.spec, _load_options(config.stash[SETTINGS], judge))
+            check_model(judge.spec, _load_options(config, judge))
         except (ValueError, MissingDependencyError) as exc:
             raise pytest.UsageError(
                 f"pytest-lceval: {judge.option}={judge.spec}: {exc}") from None
@@ -141,26 +188,53 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     where = [f"{j.option}={j.spec}" + (f" at {redact_url(j.base_url)}" if j.base_url else "")
              for j in judges]
     begun = "; replies begun with their JSON (--lceval-judge-prefill)" if first.prefill else ""
-    return [f"lceval: judge {', '.join(where)} (max {first.max_new_tokens} tokens a reply{begun}, "
-            f"batch {first.batch_size}, concurrency {first.concurrency}; verdicts stored "
-            f"under the judge's fingerprint)"]
+    lines = [f"lceval: judge {', '.join(where)} (max {first.max_new_tokens} tokens a reply"
+             f"{begun}, batch {first.batch_size}, concurrency {first.concurrency}; verdicts "
+             f"stored under the judge's fingerprint)"]
+    model = config.stash[SETTINGS].model
+    for judge in judges:
+        if judge.spec == model:
+            shared = "it shares the model's backend, so the weights load once" \
+                if _shares_model(config, judge) else \
+                "loaded apart, as its options differ from the model's"
+            lines.append(f"lceval: {judge.option}={judge.spec} is the model under test: it "
+                         f"judges its own answers ({shared})")
+    return lines
 
 
-def judge_panel(config: pytest.Config, store: Store) -> JudgePanel | None:
-    """The process's judges over ``store``; None when the run names none."""
-    judges = [Judge(spec, _loader(config), store) for spec in config.stash.get(JUDGES, ())]
+def judge_panel(config: pytest.Config, store: Store, model: Backend) -> JudgePanel | None:
+    """The process's judges over ``store``; None when the run names none. A judge that is the
+    model under test, with the same options, is ``model`` itself (see ``_shares_model``)."""
+    judges = [Judge(spec, _loader(config, model), store)
+              for spec in config.stash.get(JUDGES, ())]
     return JudgePanel(judges[0], judges[1] if len(judges) > 1 else None) if judges else None
 
 
-def _load_options(settings: Settings, spec: JudgeSpec) -> LoadOptions:
+def _load_options(config: pytest.Config, spec: JudgeSpec) -> LoadOptions:
+    """A served judge waits and retries as the model under test does (--lceval-timeout,
+    --lceval-retries): each of its requests has the same wall-clock deadline."""
+    settings, model = config.stash[SETTINGS], serving_options(config)
     return LoadOptions("auto", settings.dtype, settings.device, serving=ServingOptions(
-        base_url=spec.base_url, concurrency=spec.concurrency, tokenizer=spec.tokenizer))
+        base_url=spec.base_url, concurrency=spec.concurrency, tokenizer=spec.tokenizer,
+        timeout=model.timeout, retries=model.retries, url_option=f"{spec.option}-base-url"))
 
 
-def _loader(config: pytest.Config) -> Callable[[JudgeSpec], Backend]:
-    settings = config.stash[SETTINGS]
+def _shares_model(config: pytest.Config, spec: JudgeSpec) -> bool:
+    """Whether the judge can be the model's own backend: the same spec, loaded with the same
+    options (the judge renders with the template as ``auto`` does; a served one must be asked
+    at the same endpoint with the same tokenizer), so loading it again would give the same
+    backend and a second copy of the weights."""
+    settings, serving = config.stash[SETTINGS], serving_options(config)
+    if spec.spec != settings.model or settings.chat_template != "auto":
+        return False
+    return not spec.spec.startswith(("openai:", "llamacpp:")) or (
+        spec.base_url == serving.base_url and spec.tokenizer == serving.tokenizer)
 
+
+def _loader(config: pytest.Config, model: Backend) -> Callable[[JudgeSpec], Backend]:
     def load(spec: JudgeSpec) -> Backend:
-        return make_backend(config, spec.spec, _load_options(settings, spec), spec.option)
+        if _shares_model(config, spec):
+            return model
+        return make_backend(config, spec.spec, _load_options(config, spec), spec.option)
 
     return load

@@ -42,6 +42,7 @@ local tokenizer, so that the server reads exactly the prompt.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -70,7 +71,7 @@ from .openai_setup import (
     served_entry,
     served_identity,
 )
-from .options import LoadOptions
+from .options import LoadOptions, RequestFailed
 from .serving import ServingOptions
 from .weights import weights_of
 
@@ -90,7 +91,7 @@ ENDPOINT_REST = 30.0
 """Seconds a failed endpoint gets no new work while another endpoint answers."""
 
 
-class ServerError(RuntimeError):
+class ServerError(RequestFailed):
     """The server did not answer (after every retry); the message says why and what to do."""
 
 
@@ -204,7 +205,7 @@ class OpenAIBackend(BaseBackend):
         if self.mode == "completions":
             reply = self._call("generate", lambda: self._complete(
                 prompt=request.prompt, max_tokens=request.max_new_tokens, **_stop(request.stop)))
-            text = reply.choices[0].text or ""
+            text = self._choice(reply, "generate").text or ""
         else:
             text, reply = self._chat(request.chat or Prompt(request.prompt),
                                      request.max_new_tokens, request.stop)
@@ -239,7 +240,7 @@ class OpenAIBackend(BaseBackend):
             return self._chat(prompt, budget, stop, refusable, **extra)
         if prefill:
             self._set_prefill(True)
-        return reply.choices[0].message.content or "", reply
+        return self._choice(reply, "generate", chat=True).message.content or "", reply
 
     def _set_prefill(self, supported: bool) -> None:
         with self._lock:
@@ -287,14 +288,15 @@ class OpenAIBackend(BaseBackend):
             reply = self._call("rank", lambda: self._complete(
                 prompt=prompt, max_tokens=budget,
                 **({"logprobs": self._top_k()} if logprobs else {})), refused=refusable)
-            choice = reply.choices[0]
+            choice = self._choice(reply, "rank")
             rows = choice.logprobs.top_logprobs if choice.logprobs else None
             top = dict(rows[0]) if rows else {}
             text = choice.text or ""
         else:
             extra = {"logprobs": True, "top_logprobs": TOP_K} if logprobs else {}
             text, reply = self._chat(Prompt(prompt), budget, (), refusable, **extra)
-            content = reply.choices[0].logprobs.content if reply.choices[0].logprobs else None
+            offered = self._choice(reply, "rank", chat=True).logprobs
+            content = offered.content if offered else None
             top = {item.token: item.logprob for item in content[0].top_logprobs} \
                 if content else {}
         return text, top, reply.usage.prompt_tokens if reply.usage else None
@@ -401,10 +403,21 @@ class OpenAIBackend(BaseBackend):
             error: openai.APIError = exc
         except openai.APIError as exc:
             error = exc
-        reason = _describe_error(error, self.serving.retries)
+        reason = _describe_error(error, self.serving)
         if _server_failed(error):
             raise _EndpointDown(f"{what} request", reason) from None
         raise self._failure(f"{what} request to {self._thread.endpoint.url}", reason) from None
+
+    def _choice(self, reply: Any, what: str, chat: bool = False) -> Any:
+        """The reply's first choice (with its message, in chat mode). A reply that has none
+        (HTTP 200 with ``choices: []``, no choices at all, a body that is no object) fails the
+        request with what the server sent."""
+        choices = getattr(reply, "choices", None)
+        if choices and (not chat or getattr(choices[0], "message", None) is not None):
+            return choices[0]
+        missing = "a choice without a message" if choices else "no choices"
+        raise self._failure(f"{what} request to {self._thread.endpoint.url}",
+                            f"the server answered with {missing}: it sent {_sent(reply)}")
 
     def _failure(self, what: str, reason: str) -> ServerError:
         servers = "the server answers" if len(self._endpoints) == 1 else "the servers answer"
@@ -483,10 +496,11 @@ def _server_failed(exc: openai.APIError) -> bool:
     return isinstance(exc, openai.APIConnectionError) or status in (408, 409, 429) or status >= 500
 
 
-def _describe_error(exc: openai.APIError, retries: int) -> str:
+def _describe_error(exc: openai.APIError, serving: ServingOptions) -> str:
     """Why a call failed, in a line, saying whether the client retried; never the key."""
     if isinstance(exc, openai.APITimeoutError):
-        text = "the request timed out"
+        text = (f"the request timed out: no whole answer within --lceval-timeout "
+                f"{serving.timeout:g} s (raise it for a slow server)")
     elif isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         text = f"cannot connect ({type(cause).__name__ if cause else 'connection error'})"
@@ -495,8 +509,15 @@ def _describe_error(exc: openai.APIError, retries: int) -> str:
     else:
         text = str(exc)[:300]
     if _server_failed(exc):
-        text = f"{text} (after {retries} retries)"
+        text = f"{text} (after {serving.retries} retries)"
     return _redact(text)
+
+
+def _sent(reply: Any) -> str:
+    """What a server sent, as JSON, cut to a line."""
+    text = reply.to_json(indent=None) if hasattr(reply, "to_json") else \
+        json.dumps(reply, default=str)
+    return _redact(text if len(text) <= 300 else text[:300] + "...")
 
 
 def _redact(text: str) -> str:

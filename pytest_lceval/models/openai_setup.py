@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 import openai
 
 from .base import Renderer
+from .deadline import DeadlineTransport
 from .hf_text import HFText, config_window, load_hf_text
 from .options import MissingDependencyError
 from .serving import ServingOptions, redact_url
@@ -96,10 +97,18 @@ def make_clients(serving: ServingOptions, timeout: float, retries: int) -> list[
     ValueError when no key is set for a server that needs one."""
     try:
         return [openai.OpenAI(api_key=api_key(serving.base_url), base_url=url, timeout=timeout,
-                              max_retries=retries) for url in serving.base_urls or (None,)]
+                              max_retries=retries, http_client=_http_client())
+                for url in serving.base_urls or (None,)]
     except openai.OpenAIError:
-        raise ValueError("no API key: set OPENAI_API_KEY (or --lceval-base-url for a server "
-                         "that needs none)") from None
+        raise ValueError(f"no API key: set $OPENAI_API_KEY, or point {serving.url_option} at "
+                         f"a server that needs none") from None
+
+
+def _http_client() -> Any:
+    """The client's own HTTP client, its requests given a wall-clock deadline (deadline.py):
+    ``timeout`` is then the most one request attempt takes, however slowly the server sends."""
+    return openai.DefaultHttpxClient(
+        transport=DeadlineTransport(limits=openai.DEFAULT_CONNECTION_LIMITS))
 
 
 def endpoint_of(client: openai.OpenAI) -> str:
@@ -117,10 +126,10 @@ def health_check(serving: ServingOptions) -> None:
     some servers have no /models) means the server is there.
     """
     for client in make_clients(serving, HEALTH_TIMEOUT, 0):
-        _check_reachable(client)
+        _check_reachable(client, serving.url_option)
 
 
-def _check_reachable(client: openai.OpenAI) -> None:
+def _check_reachable(client: openai.OpenAI, url_option: str) -> None:
     endpoint = endpoint_of(client)
     try:
         client.models.list()
@@ -130,7 +139,7 @@ def _check_reachable(client: openai.OpenAI) -> None:
         else:
             cause = type(exc.__cause__ or exc.__context__ or exc).__name__
         raise ValueError(f"cannot reach the server at {endpoint} ({cause}): start it, or point "
-                         f"--lceval-base-url (or $OPENAI_BASE_URL) at it") from None
+                         f"{url_option} (or $OPENAI_BASE_URL) at it") from None
     except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
         raise ValueError(f"the server at {endpoint} refused the API key (HTTP "
                          f"{exc.status_code}): set $OPENAI_API_KEY to a valid key") from None

@@ -33,3 +33,9 @@ class MissingDependencyError(ImportError):
 class ModelUnavailable(RuntimeError):
     """The model did not load (whatever the loader raised); the message says why. Every later
     cell would fail the same way, so the run stops at the first."""
+
+
+class RequestFailed(RuntimeError):
+    """A request the model could not answer (a server that failed, ran past its deadline or sent
+    no answer); the message says why and what to do. It fails its cell with that one line, and
+    later cells are still asked."""

@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
+from .hf_text import config_window
 from .options import LoadOptions
 from .registry import is_builtin, split_spec
 
@@ -63,6 +65,10 @@ def check_source(rest: str, kind: str) -> None:
     if rest.endswith(".gguf"):
         if not path.is_file():
             raise PreflightError(f"no GGUF file {path}: check the path")
+        try:
+            check_gguf_size(path)
+        except GGUFTruncated as exc:
+            raise PreflightError(str(exc)) from None
         return
     if path.is_dir():
         _check_folder(path)
@@ -134,3 +140,28 @@ def _check_served(kind: str, model: str, options: LoadOptions) -> None:
     from .openai_setup import health_check
 
     health_check(options.serving)
+
+
+def window_hint(spec: str, options: LoadOptions) -> int | None:
+    """The model's context window as far as its files tell without loading anything (a model
+    folder's config.json, a GGUF's header, a preset's GGUF, a mock's parameters); None when
+    only loading tells (a hub id, a served model, another plugin's spec). The run's plan counts
+    only the cells that fit it."""
+    if not is_builtin(spec):
+        return None
+    kind, rest = split_spec(spec)
+    try:
+        if kind == "mock":
+            from .mock import load_mock
+
+            return load_mock(rest, options).context_window
+        if kind == "preset":
+            from .presets import preset_parts
+
+            return gguf_window(preset_parts(rest)[0])
+        if kind in ("hf", "vllm"):
+            path = Path(rest).expanduser()
+            return gguf_window(path) if rest.endswith(".gguf") else config_window(str(path))
+    except (ImportError, OSError, ValueError):
+        return None
+    return None

@@ -103,6 +103,11 @@ def check_installed(name: str) -> None:
     _package_dir(name, SOURCES[name])
 
 
+def preset_parts(name: str) -> list[Path]:
+    """The files the preset's GGUF is made of (its header is at the start of the first)."""
+    return SOURCES[name].parts(_package_dir(name, SOURCES[name]))
+
+
 def preset_directory(name: str, options: LoadOptions | None = None) -> Path:
     """The preset's plain HF folder (model + tokenizer), converting the GGUF on first use."""
     import transformers

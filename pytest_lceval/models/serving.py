@@ -38,6 +38,8 @@ class ServingOptions:
     """Requests in flight at once against each endpoint."""
     timeout: float = DEFAULT_TIMEOUT
     retries: int = DEFAULT_RETRIES
+    url_option: str = "--lceval-base-url"
+    """The option that gives ``base_url``, as messages name it (a judge's has its own)."""
     tokenizer: str | None = None
     """HF tokenizer folder or id used to count tokens for a local model; or 'tiktoken:NAME'."""
     tensor_parallel: int = 1

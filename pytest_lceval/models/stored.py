@@ -22,6 +22,8 @@ Progress = Callable[[int, int, int, float], None]
 
 CLAIM_POLL_SECONDS = 0.2
 """How often a process waiting for requests another process has claimed looks for answers."""
+HEARTBEAT_SECONDS = 1.0
+"""How often progress hears from a batch the model is still working on."""
 
 
 @dataclass
@@ -138,7 +140,8 @@ class StoredModel:
             try:
                 for start in range(0, len(mine), self.batch_size):
                     batch = mine[start : start + self.batch_size]
-                    results = call([by_key[key] for key in batch])
+                    with _heartbeat(progress, (done, total, tokens), started):
+                        results = call([by_key[key] for key in batch])
                     if len(results) != len(batch):
                         raise RuntimeError(
                             f"backend {self.backend.spec} returned {len(results)} answers for "
@@ -172,6 +175,32 @@ class StoredModel:
         first = {key: index for index, key in reversed(list(enumerate(keys)))}
         return ([answers[key] for key in keys],
                 [key in fresh and first[key] == index for index, key in enumerate(keys)])
+
+
+@contextmanager
+def _heartbeat(progress: Progress | None, counts: tuple[int, int, int],
+               started: float) -> Iterator[None]:
+    """While the model works on a batch, ``progress`` hears the counts so far (done, total,
+    tokens) every second, so a cell whose requests wait (a slow server, a long prefill) still
+    shows that it runs. Only the heartbeat's thread reports until the batch ends, and it has
+    stopped when this returns."""
+    if progress is None:
+        yield
+        return
+    report = progress
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            report(*counts, time.perf_counter() - started)
+
+    thread = threading.Thread(target=beat, daemon=True, name="lceval-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _generation(value: dict[str, Any]) -> Generation:

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from ..models.options import LoadOptions
+from ..models.preflight import window_hint
 from ..progress import TerminalBoard, WorkerBoard, bypass_capture, use_board
 from ..results import RUN_DIR
 from ..run_plan import (
@@ -31,9 +33,11 @@ from ..run_plan import (
     plan_of,
     read_plan,
     save_prior,
+    split_by_window,
     today,
     write_plan,
 )
+from ..serving_plugin import serving_options
 from ..settings import SETTINGS
 from ..suite import suites_of
 from ..workers import worker_id
@@ -84,7 +88,7 @@ class RunProgress:
     def __init__(self, config: pytest.Config, board: TerminalBoard) -> None:
         self.config = config
         settings = config.stash[SETTINGS]
-        self.run_dir: Path = config.stash[RUN_DIR]
+        self.config = config
         self.store_dir = settings.store_path.parent
         self.model = " ".join([settings.model] + [
             f"{name}={value}" for name, value in (("device", settings.device),
@@ -99,6 +103,12 @@ class RunProgress:
         self.lines_printed = 0
         self.announced = False
         self._previous = use_board(board)
+
+    @property
+    def run_dir(self) -> Path:
+        """Read when needed: the run's folder is final only once the session has started (a
+        run started in the same second as another takes a folder of its own)."""
+        return self.config.stash[RUN_DIR]
 
     # -- the plan ----------------------------------------------------------------------------
 
@@ -123,8 +133,21 @@ class RunProgress:
             self.tracker.workers = len(self.nodes)
 
     def _start(self, plan: dict[str, PlannedCell]) -> None:
-        self.tracker = RunTracker(plan, load_prior(self.store_dir, self.model))
+        window = self._window()
+        fits, too_long = split_by_window(plan, window)
+        self.tracker = RunTracker(fits, load_prior(self.store_dir, self.model),
+                                  too_long=too_long, window=window)
         self.started = time.perf_counter()
+
+    def _window(self) -> int | None:
+        """The model's window, when its files tell it before loading; None with a reference
+        tokenizer, whose lengths the model's window does not bound."""
+        settings = self.config.stash[SETTINGS]
+        if settings.ref_tokenizer is not None:
+            return None
+        options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
+                              serving=serving_options(self.config))
+        return window_hint(settings.model, options)
 
     def _announce(self) -> None:
         """The plan line, then the status line; under xdist at the first test's start, after

@@ -97,7 +97,11 @@ def _file(folder: Path, name: str) -> Path:
 
 def _trec_rows(path: Path, fine: bool) -> Rows:
     rows = []
-    text = path.read_bytes().replace(b"\xf0", b" ").decode("latin-1")
+    try:
+        text = path.read_bytes().replace(b"\xf0", b" ").decode("latin-1")
+    except OSError as exc:
+        raise DataError(f"cannot read {path} ({exc.strerror or exc}): restore it from the data "
+                        f"set's release") from None
     for number, line in enumerate(text.splitlines(), start=1):
         label, _, question = line.strip().partition(" ")
         if ":" not in label or not question:
@@ -115,13 +119,17 @@ def _trec(fine: bool) -> Callable[[Path], tuple[Rows, Rows]]:
 
 def _csv_rows(path: Path, text: str, label: Callable[[dict[str, str]], str],
               delimiter: str = ",") -> Rows:
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        rows = []
-        for number, row in enumerate(reader, start=2):
-            if not row.get(text):
-                raise DataError(f"{path} line {number} has no {text!r} field")
-            rows.append((row[text], label(row)))
+    rows = []
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, delimiter=delimiter)
+            for number, row in enumerate(reader, start=2):
+                if not row.get(text):
+                    raise DataError(f"{path} line {number} has no {text!r} field")
+                rows.append((row[text], label(row)))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path} ({getattr(exc, 'strerror', None) or exc}): "
+                        f"restore it from the data set's release") from None
     return rows
 
 

@@ -33,7 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
-from ..data import DataError, DataSource, read_jsonl
+from ..data import DataError, DataSource, read_data_text, read_jsonl
 from ..grid import case_seed
 from ..helmet.pipeline import first_distinct, key_seed, sample_keys, shuffled
 
@@ -286,7 +286,7 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """TREC qrels ``qid iter docid grade``."""
     grades: dict[str, dict[str, int]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_data_text(path).splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue
