@@ -241,15 +241,20 @@ def test_an_explicit_threshold_still_judges_long_cells(suite: pytest.Pytester) -
         ["longscore", "threshold"]
 
 
-def test_a_zero_base_skips_long_cells_with_the_reason(suite: pytest.Pytester) -> None:
+def test_a_zero_base_judges_long_cells_by_the_threshold_and_says_why(
+        suite: pytest.Pytester) -> None:
+    """An undefined LongScore gives no verdict: the threshold it replaces judges the cell, so a
+    model with no base ability fails on its scores instead of passing by skipping."""
     outcome = suite.runpytest("--model", "mock:constant", *GRID, "--longscore-min", "-20",
-                              "--lceval-run", "z", "-rs")
-    outcome.assert_outcomes(failed=6, skipped=6)
-    outcome.stdout.fnmatch_lines([f"SKIPPED*{UNDEFINED} at 3k: base ability 0.000*below the "
-                                  f"floor 0.05*"])
+                              "--lceval-run", "z")
+    outcome.assert_outcomes(failed=12)
     rows = read_results(suite, "z")
-    skipped = [r for r in rows if r["outcome"] == "skipped"]
-    assert all(r["metrics"]["longscore"] is None and r["score"] == 0.0 for r in skipped)
+    long = [r for r in rows if r["length"] > 2048]
+    assert len(long) == 6 and all(r["outcome"] == "failed" and r["score"] == 0.0 for r in long)
+    assert all(r["metrics"]["longscore"] is None for r in long)
+    assert all(r["metrics"]["longscore_undefined"].startswith(
+        f"{UNDEFINED} at {r['length'] // 1024}k: base ability 0.000") for r in long)
+    assert all([j["criterion"] for j in r["judgements"]] == ["threshold"] for r in long)
     assert "| toy | 0.0 | 18 | 0.0 | undefined | undefined | undefined |" in \
         (suite.path / "reports" / "z" / "longscore-toy.md").read_text()
 

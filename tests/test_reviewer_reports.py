@@ -152,21 +152,21 @@ def test_task_haystack_files_are_strict_json(tmp_path: Path) -> None:
 def test_a_longscore_min_run_shows_measured_scores_where_longscore_is_undefined(
         pytester: pytest.Pytester) -> None:
     """mock:constant scores 0 everywhere: the base is 0, LongScore undefined on the long cells,
-    their verdicts skipped; every report still shows the scores they were measured at."""
+    which the threshold judges instead; every report shows the scores they were measured at,
+    labelled."""
     make_suite(pytester)
     report = pytester.path / "report.html"
     pytester.runpytest("--model", "mock:constant", "--lengths", "1k,2k,3k,4k", "--depths",
                        "0,25,50", "--samples", "3", "--longscore-base-lengths", "1k,2k",
                        "-p", "no:randomly", "--longscore-min", "-20", "--lceval-run", "z",
-                       f"--html={report}").assert_outcomes(failed=6, skipped=6)
+                       f"--html={report}").assert_outcomes(failed=12)
     run = pytester.path / "reports" / "z"
     results = read_results(run)
     _, _, grid, marks = heatmaps.score_grid(results, lambda r: r.depth)
     assert all(value == 0.0 for row in grid for value in row)  # no 'skip' anywhere
-    assert {m.note() for row in marks for m in row} == {"N=3 ✗", "N=3\nLC undef."}
+    assert {m.note() for row in marks for m in row} == {"N=3 ✗", "N=3 ✗\nLC undef."}
     rows = {nodeid: entry["resultsTableRow"][2] for nodeid, [entry] in html_tests(report).items()}
-    assert rows["test_suite.py::test_cell[toy-3k-25]"].startswith(
-        '<td class="col-score">0.000 · skipped: LongScore undefined at 3k')
+    assert rows["test_suite.py::test_cell[toy-3k-25]"] == '<td class="col-score">0.000</td>'
     page = report.read_text(encoding="utf-8")
     table = page[page.index("<h3>Scores by task and length</h3>"):]
     table = table[:table.index("</table>")]

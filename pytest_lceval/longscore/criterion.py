@@ -84,7 +84,9 @@ class LongScoreCriterion:
 
     def _undefined(self, result: CellResult, base: BaseAbility,
                    metrics: dict[str, Any]) -> Assessment:
-        """Never divide by a base near 0: say why, and skip the cell if LC was its bound."""
+        """Never divide by a base near 0: say why, and give no LongScore judgement, so the score
+        threshold that LongScore's bound replaces on long cells judges the cell instead. A
+        model with no base ability is then judged on its score, never passed by a skip."""
         if math.isnan(base.value):
             why = f"no base ability was measured ({base.describe()})"
         else:
@@ -92,11 +94,7 @@ class LongScoreCriterion:
                    f"(--longscore-floor)")
         reason = f"{UNDEFINED} at {format_length(result.length)}: {why}"
         metrics.update({"longscore": None, "longscore_undefined": reason})
-        if self.settings.minimum is None:
-            return Assessment(None, metrics)
-        return Assessment(Judgement(CRITERION, True, reason,
-                                    {"longscore_min": self.settings.minimum}, skip=True),
-                          metrics)
+        return Assessment(None, metrics)
 
 
 def pooling(base: BaseAbility) -> str:
