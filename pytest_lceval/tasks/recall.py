@@ -47,6 +47,7 @@ the token-level context builder in ``haystack_text``, ``haystack_items`` and ``f
 from __future__ import annotations
 
 from .base import GenerationTask
+from .recall_common import HELMET_RULER
 from .recall_json import JsonKvTask
 from .recall_niah import NiahTask
 from .recall_variables import VariableTrackingTask
@@ -61,8 +62,9 @@ PLACEMENTS = ("depths", "ruler")
 depth sampled per case as RULER samples it (no depth axis)."""
 
 
-def tasks(placement: str = "depths") -> tuple[GenerationTask, ...]:
-    """The recall tasks; ``placement`` is one of PLACEMENTS."""
+def tasks(placement: str = "depths", ruler: str = HELMET_RULER) -> tuple[GenerationTask, ...]:
+    """The recall tasks; ``placement`` is one of PLACEMENTS, ``ruler`` of RULER_CODES (VT, CWE
+    and FWE follow that RULER's generators; NIAH writes the same cases in both)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"unknown NIAH placement {placement!r}; known: {', '.join(PLACEMENTS)}")
     sampled = placement == "ruler"
@@ -77,8 +79,8 @@ def tasks(placement: str = "depths") -> tuple[GenerationTask, ...]:
         NiahTask("niah_multivalue", "essay", values=4),
         NiahTask("niah_multiquery", "essay", queries=4, max_new_tokens=LONG_ANSWER_TOKENS),
         JsonKvTask(),
-        VariableTrackingTask(),
-        CommonWordsTask(),
-        FrequentWordsTask(),
+        VariableTrackingTask(ruler=ruler),
+        CommonWordsTask(ruler=ruler),
+        FrequentWordsTask(ruler=ruler),
     )
 
