@@ -270,6 +270,30 @@ def test_results_record_which_template_applied(pytester: pytest.Pytester, option
     assert [row["metrics"]["chat_template"] for row in rows] == [recorded, recorded]
 
 
+@pytest.mark.parametrize(("option", "recorded"), [([], "f682453"),
+                                                  (["--lceval-ruler", "c3f5e3b"], "c3f5e3b")])
+def test_lceval_ruler_picks_the_generators_and_results_record_it(
+        pytester: pytest.Pytester, option: list[str], recorded: str) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", *option, "--lceval-tasks", "vt,fwe",
+                                 "--lengths", "1k", "--samples", "1", "--lceval-threshold", "0",
+                                 "--lceval-run", "r", "-p", "no:randomly")
+    outcome.assert_outcomes(passed=2)
+    rows = read_results(pytester, "r")
+    assert [row["metrics"]["ruler"] for row in rows] == [recorded, recorded]
+    vt = next(row for row in rows if "vt" in row["nodeid"])["samples"][0]["prompt"]
+    squeezed = vt.startswith("Memorize and track the chain(s) of variable assignment hidden in "
+                             "the following text. ")  # the 2024 example's one-line template
+    assert squeezed == (recorded == "f682453")
+
+
+def test_an_unknown_ruler_is_refused_at_start_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", "--lceval-ruler", "2024")
+    assert outcome.ret != 0
+    outcome.stderr.fnmatch_lines(["*--lceval-ruler: invalid choice: '2024'*f682453*c3f5e3b*"])
+
+
 # -- item 4: RULER's noise haystack: whole lines, each key item on its own line ----------------
 
 
