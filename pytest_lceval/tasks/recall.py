@@ -34,6 +34,8 @@ Choices, each explained where it is made:
   ``Case.meta["key_depths"]``.
 - Depth is counted in tokens as the share of the rest of the context before the key item, so 0 %
   is first and 100 % last at any length (``haystack_text``).
+- VT, CWE and FWE are generated as RULER f682453 wrote HELMET's files (``--lceval-ruler``
+  c3f5e3b: as RULER's code does since 2025); NIAH is the same in both (``recall_common``).
 - Case i draws the same keys, values and demonstrations at every length and depth, so heatmap
   rows and columns are paired (``recall_common.case_rngs``).
 - Length: prompt (template, BOS) + generation budget within [99 %, 100 %] of the cell length,
