@@ -19,12 +19,15 @@ from .tasks import (
     recall,
 )
 from .tasks.base import GenerationTask
+from .tasks.recall_common import HELMET_RULER
 
 
-def builtin_suites(niah_placement: str = "depths") -> list[GenerationSuite]:
-    """New suite objects for one session; ``niah_placement`` is ``--lceval-niah-placement``."""
+def builtin_suites(niah_placement: str = "depths", ruler: str = HELMET_RULER
+                   ) -> list[GenerationSuite]:
+    """New suite objects for one session; ``niah_placement`` is ``--lceval-niah-placement``,
+    ``ruler`` ``--lceval-ruler``."""
     return [
-        GenerationSuite("recall", recall.tasks(niah_placement),
+        GenerationSuite("recall", recall.tasks(niah_placement, ruler),
                         "synthetic recall cells (HELMET's recall category, RULER generators), "
                         "task x length x depth"),
         GenerationSuite("longbench100", longbench.TASKS + longbench_judged.TASKS,
@@ -67,4 +70,5 @@ def builtin_tasks(suite: str) -> list[GenerationTask]:
 
 @pytest.hookimpl
 def pytest_lceval_suites(config: pytest.Config) -> list[Suite]:
-    return list(builtin_suites(config.getoption("lceval_niah_placement") or "depths"))
+    return list(builtin_suites(config.getoption("lceval_niah_placement") or "depths",
+                               config.getoption("lceval_ruler") or HELMET_RULER))

@@ -159,6 +159,8 @@ class GenerationSuite(Suite):
         if evaluator.reference is not None:
             _count_for_model(result, cases, evaluator)
         result.source = cases[0].meta.get("source", result.source) if cases else result.source
+        if cases and "ruler" in cases[0].meta:  # the RULER version that wrote the prompts
+            result.metrics["ruler"] = cases[0].meta["ruler"]
 
         before, spent = model.calls.here, model.calls.seconds_here
         known = exclude_known(evaluator, task, cases)

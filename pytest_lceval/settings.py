@@ -22,6 +22,7 @@ from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model
 from .helmet.pipeline import STOP_CHOICES
 from .models.registry import UnknownModelError, split_spec
 from .models.serving import redact_url
+from .tasks.recall_common import RULER_CODES
 
 T = TypeVar("T")
 
@@ -186,6 +187,10 @@ def add_options(parser: pytest.Parser) -> None:
                          "released code runs them; config: RAG, re-rank and ICL answers stop "
                          "at their first newline, as HELMET's configs (stop_new_line: true) "
                          "intend but its arguments.py never reads")
+    group.addoption("--lceval-ruler", dest="lceval_ruler", default=None, choices=RULER_CODES,
+                    help="the NVIDIA/RULER commit whose generators vt, cwe and fwe follow: "
+                         "f682453 (July 2024, which generated HELMET's recall files; default) "
+                         "or c3f5e3b (RULER's generators as rewritten in 2025)")
     group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
                     help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
                          "repeatable")

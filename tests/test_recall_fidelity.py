@@ -24,9 +24,11 @@ from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.records import Case
 from pytest_lceval.settings import DEFAULT_DEPTHS
+from pytest_lceval.tasks import recall
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
 from pytest_lceval.tasks.haystack_text import NOISE
+from pytest_lceval.tasks.recall_common import HELMET_RULER
 from pytest_lceval.tasks.recall_niah import NiahTask
 
 AGGREGATION = ["cwe", "fwe", "vt"]
@@ -72,8 +74,8 @@ def mock_context(template: bool = False, seed: int = 42) -> BuildContext:
 
 
 def build(name: str, length: int, depth: float | None = None, context: BuildContext | None = None,
-          samples: int = 1) -> list[Case]:
-    task = builtin_task(name)
+          samples: int = 1, ruler: str = HELMET_RULER) -> list[Case]:
+    task = next(task for task in recall.tasks(ruler=ruler) if task.name == name)
     used = depth if task.uses_depth else None
     return task.build(Cell("recall", name, length, used, samples), context or mock_context())
 
@@ -268,15 +270,42 @@ def test_results_record_which_template_applied(pytester: pytest.Pytester, option
     assert [row["metrics"]["chat_template"] for row in rows] == [recorded, recorded]
 
 
+@pytest.mark.parametrize(("option", "recorded"), [([], "f682453"),
+                                                  (["--lceval-ruler", "c3f5e3b"], "c3f5e3b")])
+def test_lceval_ruler_picks_the_generators_and_results_record_it(
+        pytester: pytest.Pytester, option: list[str], recorded: str) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", *option, "--lceval-tasks", "vt,fwe",
+                                 "--lengths", "1k", "--samples", "1", "--lceval-threshold", "0",
+                                 "--lceval-run", "r", "-p", "no:randomly")
+    outcome.assert_outcomes(passed=2)
+    rows = read_results(pytester, "r")
+    assert [row["metrics"]["ruler"] for row in rows] == [recorded, recorded]
+    vt = next(row for row in rows if "vt" in row["nodeid"])["samples"][0]["prompt"]
+    squeezed = vt.startswith("Memorize and track the chain(s) of variable assignment hidden in "
+                             "the following text. ")  # the 2024 example's one-line template
+    assert squeezed == (recorded == "f682453")
+
+
+def test_an_unknown_ruler_is_refused_at_start_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", "--lceval-ruler", "2024")
+    assert outcome.ret != 0
+    outcome.stderr.fnmatch_lines(["*--lceval-ruler: invalid choice: '2024'*f682453*c3f5e3b*"])
+
+
 # -- item 4: RULER's noise haystack: whole lines, each key item on its own line ----------------
 
 
 @PROPERTIES
-@given(name=st.sampled_from(["niah_single_1", "vt"]), length=st.integers(700, 6000),
+@given(name=st.sampled_from(["niah_single_1", "vt"]), length=st.integers(800, 6000),
        depth=st.floats(0, 100), seed=st.integers(0, 2**31 - 1), template=st.booleans())
 def test_noise_haystacks_are_whole_lines_with_items_on_their_own(
         name: str, length: int, depth: float, seed: int, template: bool) -> None:
-    case = build(name, length, round(depth, 1), mock_context(template, seed))[0]
+    """NIAH's noise haystack, and VT's as RULER writes it since 2025 (``--lceval-ruler
+    c3f5e3b``)."""
+    case = build(name, length, round(depth, 1), mock_context(template, seed),
+                 ruler="c3f5e3b")[0]
     items = re.compile(r"One of the special magic numbers for [\w-]+ is: \d+\.$|VAR [A-Z]+ = "
                        r"(VAR [A-Z]+ |\d+)$")  # RULER's chain lines end with a space
     prompt, _ = user_and_answer(case)
@@ -286,6 +315,25 @@ def test_noise_haystacks_are_whole_lines_with_items_on_their_own(
              for line in lines]
     assert kinds.count("item") == (1 if name == "niah_single_1" else 5)
     assert "cut" not in kinds  # RULER never cuts a noise line
+    if name == "vt":  # RULER: statements before distinct noise lines, a noise line last
+        runs = {a for a, b in zip(kinds, kinds[1:], strict=False) if a == b}
+        assert kinds[-1] != "item" and "item" not in runs
+
+
+@PROPERTIES
+@given(length=st.integers(700, 6000), seed=st.integers(0, 2**31 - 1), template=st.booleans())
+def test_vt_haystack_is_rulers_2024_layout(length: int, seed: int, template: bool) -> None:
+    """RULER f682453 (HELMET's files): noise lines keep their newline and the items are joined
+    with spaces, so each statement opens the line of the noise line after it."""
+    case = build("vt", length, None, mock_context(template, seed))[0]
+    prompt, _ = user_and_answer(case)
+    head = "following text.\n\n"
+    lines = prompt[prompt.rindex(head) + len(head):].split("\n")[:-2]  # less "" and question
+    statement = re.compile(r"^ ?(VAR [A-Z]+ = \d+ |VAR [A-Z]+ = VAR [A-Z]+  )?" + re.escape(NOISE)
+                           + "$")
+    assert all(statement.match(line) for line in lines)
+    assert not lines[0].startswith(" ") and all(line.startswith(" ") for line in lines[1:])
+    assert sum("VAR" in line for line in lines) == 5
 
 
 # -- item 5: HELMET's six depths -----------------------------------------------------------------
@@ -306,26 +354,48 @@ def test_default_depths_are_helmets_six(pytester: pytest.Pytester) -> None:
 def vt_answer(context: str, value: str) -> set[str]:
     """Variables that end up holding ``value``, by following the assignments."""
     held: dict[str, str] = {}
-    for name, source in re.findall(r"^VAR ([A-Z]+) = (VAR [A-Z]+|\d+) ?$", context, re.M):
+    for name, source in re.findall(r"VAR ([A-Z]+) = (VAR [A-Z]+|\d+)", context):
         held[name] = held.get(source[4:], "") if source.startswith("VAR ") else source
     return {name for name, got in held.items() if got == value}
 
 
 def test_vt_prompt_is_pinned() -> None:
-    """RULER's chain lines (a hop's ends with a space), whole noise lines, and its solved
-    example with the answer prefix on the question's line."""
+    """RULER f682453's layout (statements opening a noise line, lines joined by spaces) and its
+    solved example: the template squeezed onto one line without the question's "above.", its
+    "assgined", the answer after a double space (RULER's prefix ends with a space, then one
+    more before the answer). Noise lines written as ~."""
     case = build("vt", 700)[0]
-    assert squeeze(case.prompt) == (
+    assert case.prompt.replace(NOISE, "~") == (
+        "Memorize and track the chain(s) of variable assignment hidden in the following text. "
+        "~\n ~\n ~\n ~\n ~\n VAR XHL = 52536 ~\n ~\n ~\n ~\n ~\n ~\n ~\n VAR PQY = VAR XHL  ~\n "
+        "~\n ~\n ~\n VAR VPH = VAR PQY  ~\n ~\n VAR EYB = VAR VPH  ~\n VAR SNW = VAR EYB  ~\n "
+        "Question: Find all variables that are assigned the value 52536 in the text Answer: "
+        "According to the chain(s) of variable assignment in the text above, 5 variables are "
+        "assgined the value 52536, they are:  XHL PQY VPH EYB SNW\n\n"
         "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
-        "[1 noise lines]\nVAR GLN = 40327\n[8 noise lines]\nVAR PNC = VAR GLN \n"
-        "VAR AQC = VAR PNC \n[6 noise lines]\nVAR JGQ = VAR AQC \n[5 noise lines]\n"
-        "VAR KXN = VAR JGQ \n[2 noise lines]\n"
-        "Question: Find all variables that are assigned the value 40327 in the text above. "
+        "~\n VAR LDHPG = 92328 ~\n VAR RPQGH = VAR LDHPG  ~\n VAR WKAEN = VAR RPQGH  ~\n "
+        "VAR ONHTB = VAR WKAEN  ~\n VAR FIUBW = VAR ONHTB  ~\n\n"
+        "Question: Find all variables that are assigned the value 92328 in the text above.\n"
+        "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
+        "are assigned the value 92328, they are:")
+    assert case.gold == ("LDHPG", "RPQGH", "WKAEN", "ONHTB", "FIUBW")
+
+
+def test_vt_prompt_of_rulers_2025_layout_is_pinned() -> None:
+    """``--lceval-ruler c3f5e3b``: every line on its own, a hop's statement ending with a space,
+    statements before distinct noise lines; the example with RULER's full template, renamed per
+    case."""
+    case = build("vt", 800, ruler="c3f5e3b")[0]
+    assert case.prompt.replace(NOISE, "~") == (
+        "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
+        "~\n~\n~\nVAR GLN = 40327\n~\n~\n~\n~\n~\nVAR PNC = VAR GLN \n~\n~\n~\n"
+        "VAR AQC = VAR PNC \n~\n~\n~\n~\nVAR JGQ = VAR AQC \n~\n~\n~\n~\n~\nVAR KXN = VAR JGQ \n"
+        "~\n~\nQuestion: Find all variables that are assigned the value 40327 in the text above. "
         "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
         "are assigned the value 40327, they are:  GLN PNC AQC JGQ KXN\n\n"
         "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
-        "VAR LDHPG = 92328\nVAR RPQGH = VAR LDHPG \nVAR WKAEN = VAR RPQGH \n"
-        "VAR ONHTB = VAR WKAEN \n[3 noise lines]\nVAR FIUBW = VAR ONHTB \n[1 noise lines]\n"
+        "VAR LDHPG = 92328\n~\n~\nVAR RPQGH = VAR LDHPG \n~\nVAR WKAEN = VAR RPQGH \n~\n~\n"
+        "VAR ONHTB = VAR WKAEN \n~\nVAR FIUBW = VAR ONHTB \n~\n~\n~\n"
         "Question: Find all variables that are assigned the value 92328 in the text above.\n"
         "Answer: According to the chain(s) of variable assignment in the text above, 5 variables "
         "are assigned the value 92328, they are:")
@@ -333,48 +403,54 @@ def test_vt_prompt_is_pinned() -> None:
 
 
 def test_cwe_prompt_is_pinned() -> None:
+    """RULER f682453's example glues its answer to the answer prefix ("are:1.")."""
     case = build("cwe", 450)[0]
-    example = ("1. trigonometry 2. cultivar 3. desktop 4. seeker 5. seeker 6. recipe "
-               "7. trigonometry 8. defender 9. funeral 10. reign 11. yawn 12. back-up "
-               "13. downforce 14. downforce 15. recipe 16. cultivar 17. backburn 18. funeral "
-               "19. reign 20. reign 21. deranged 22. grey 23. stepmother 24. defender 25. recipe "
-               "26. cultivar 27. deranged 28. defender 29. trigonometry 30. programme "
-               "31. deranged 32. costume 33. vineyard 34. desktop 35. downforce 36. reduce "
-               "37. desktop 38. funeral 39. seeker 40. spruce")
-    words = ("1. loading 2. reinscription 3. eurocentrism 4. advertising 5. lantern 6. loading "
-             "7. family 8. eurocentrism 9. eurocentrism 10. excuse 11. advertising "
-             "12. eurocentrism 13. fennel 14. loading 15. decade 16. reinscription 17. loading "
-             "18. excuse 19. spine 20. fisting 21. disengagement 22. calendar 23. fee 24. family "
-             "25. forager 26. fennel 27. calendar 28. vanadyl 29. vanadyl 30. family 31. mine "
-             "32. righteous 33. excuse 34. picayune 35. advertising 36. forager "
-             "37. reinscription 38. calendar 39. forager 40. advertising 41. reinscription "
-             "42. reinscription 43. reinscription 44. fennel 45. fennel 46. chug 47. calendar "
-             "48. vanadyl 49. creativity 50. expression 51. photography 52. association "
-             "53. vanadyl 54. invincible 55. family 56. forager 57. forager 58. vanadyl "
-             "59. vanadyl 60. forager 61. fennel 62. excuse 63. family 64. advertising "
-             "65. slavery 66. family 67. excuse 68. nonstop 69. calendar 70. calendar 71. excuse "
-             "72. loading 73. eurocentrism 74. advertising 75. loading 76. eurocentrism "
-             "77. fennel")
+    example = ("1. downforce 2. seeker 3. defender 4. deranged 5. funeral 6. desktop 7. seeker "
+               "8. seeker 9. funeral 10. deranged 11. yawn 12. back-up 13. cultivar 14. reign "
+               "15. reign 16. trigonometry 17. backburn 18. cultivar 19. funeral 20. desktop "
+               "21. trigonometry 22. grey 23. stepmother 24. recipe 25. cultivar 26. recipe "
+               "27. deranged 28. defender 29. defender 30. programme 31. recipe 32. costume "
+               "33. vineyard 34. reign 35. downforce 36. reduce 37. downforce 38. desktop "
+               "39. trigonometry 40. spruce")
+    words = ("1. reinscription 2. vanadyl 3. advertising 4. eurocentrism 5. lantern "
+             "6. eurocentrism 7. advertising 8. family 9. excuse 10. calendar 11. calendar "
+             "12. eurocentrism 13. advertising 14. calendar 15. decade 16. fennel 17. forager "
+             "18. eurocentrism 19. spine 20. fisting 21. disengagement 22. forager 23. fee "
+             "24. vanadyl 25. vanadyl 26. family 27. calendar 28. vanadyl 29. calendar "
+             "30. family 31. mine 32. righteous 33. forager 34. picayune 35. fennel 36. forager "
+             "37. advertising 38. eurocentrism 39. loading 40. excuse 41. reinscription "
+             "42. family 43. loading 44. fennel 45. loading 46. chug 47. advertising 48. loading "
+             "49. creativity 50. expression 51. photography 52. association 53. reinscription "
+             "54. invincible 55. excuse 56. calendar 57. reinscription 58. forager 59. family "
+             "60. family 61. vanadyl 62. reinscription 63. eurocentrism 64. forager 65. slavery "
+             "66. fennel 67. excuse 68. nonstop 69. excuse 70. fennel 71. loading 72. excuse "
+             "73. vanadyl 74. advertising 75. loading 76. fennel 77. reinscription")
     user, system = HELMET["cwe"]
-    shot = (user.format(example="", context=example) + " " + system + " 1. funeral 2. desktop "
+    shot = (user.format(example="", context=example) + " " + system + "1. funeral 2. desktop "
             "3. cultivar 4. reign 5. downforce 6. defender 7. seeker 8. recipe 9. trigonometry "
             "10. deranged")
     assert case.prompt == user.format(example=shot + "\n\n", context=words) + "\n" + system
     assert case.gold == ("excuse", "eurocentrism", "forager", "calendar", "reinscription",
                          "loading", "family", "vanadyl", "advertising", "fennel")
+    assert " are: 1. funeral" in build("cwe", 450, ruler="c3f5e3b")[0].prompt
 
 
 def test_fwe_prompt_is_pinned() -> None:
+    """RULER's Zipf counts floor(n k^-2 / zeta(2)) at a whole n (here 246) over length // 50
+    coded words (f682453; c3f5e3b: (length - budget) // 50)."""
     case = build("fwe", 330)[0]
     user, system = HELMET["fwe"]
     head, tail = split_template(user)
     assert case.prompt.startswith(head) and case.prompt.endswith(tail + "\n" + system)
     text = case.prompt[len(head):-len(tail + "\n" + system)]
-    assert text.startswith("... " * 17 + "lnbyhl ... naeqch capmxy")
-    assert text.endswith("naeqch capmxy ... ... lnbyhl ancukl capmxy ... ... capmxy lnbyhl")
+    assert text.startswith("capmxy ... ... zlvohj ... ... ... ... ... ... capmxy lnbyhl")
+    assert text.endswith("naeqch ... capmxy ... ... ... ... ... capmxy ... ... ... naeqch")
     assert sorted(Counter(text.split()).items()) == [
-        ("...", 152), ("ancukl", 6), ("capmxy", 38), ("lnbyhl", 9), ("naeqch", 16)]
-    assert case.gold == ("capmxy", "naeqch", "lnbyhl")
+        ("...", 149), ("capmxy", 37), ("lcbnjr", 9), ("lnbyhl", 4), ("naeqch", 16),
+        ("zlvohj", 5)]
+    assert case.gold == ("capmxy", "naeqch", "lcbnjr")
+    assert case.meta["zipf_n"] == 246 and case.meta["vocabulary"] == 330 // 50
+    assert build("fwe", 330, ruler="c3f5e3b")[0].meta["vocabulary"] == (330 - 50) // 50
 
 
 def zipf_words(counts: list[int], size: int) -> tuple[int, int]:
@@ -412,7 +488,7 @@ def check_aggregation(name: str, case: Case, length: int) -> None:
         assert prompt.endswith(tail)
         assert vt_answer(context, value) == set(case.gold) and len(case.gold) == 5
         example = prompt[:prompt.rindex(head)]
-        assert example.endswith("\n\n") and example.startswith(head)
+        assert example.endswith("\n\n") and example.startswith(head.rstrip("\n"))
     elif name == "cwe":
         assert answer == system
         head, tail = split_template(template.split("{example}")[1])
@@ -469,7 +545,7 @@ def test_cwe_beyond_the_word_list_is_skipped_with_the_reason() -> None:
     ("vt", "VAR LDHPG, VAR RPQGH", 0.4),
     ("cwe", " 1. excuse 2. eurocentrism 3. forager 4. calendar 5. reinscription", 0.5),
     ("cwe", "\n1. Excuse\n2. Eurocentrism\n3. Forager", 0.3),
-    ("fwe", " capmxy, naeqch, lnbyhl", 1.0),
+    ("fwe", " capmxy, naeqch, lcbnjr", 1.0),
     ("fwe", "\ncapmxy\nnaeqch", 2 / 3),
     ("fwe", " ...", 0.0),
 ])

@@ -258,15 +258,8 @@ def test_fill_closes_the_gap_with_uneven_items() -> None:
         assert budget - 2 <= sum(p.tokens for p in fill(stream, budget)) <= budget
 
 
-def test_insert_at_depth_splits_a_long_sentence_only_when_needed() -> None:
-    words = [Piece(" " + "word " * 49 + "end.", 50, splittable=True)] * 2
+def test_insert_at_depth_takes_the_boundary_nearest_the_depth() -> None:
+    pieces = [Piece(" " + "word " * 49 + "end.", 50)] * 2
     item = Piece(" NEEDLE.", 2, "gold")
-
-    def split(part: Piece, tokens: float) -> tuple[Piece, Piece]:
-        cut = int(tokens)
-        return Piece(part.text[:cut], cut, splittable=True), \
-            Piece(part.text[cut:], part.tokens - cut, splittable=True)
-
-    assert insert_at_depth(words, item, 50.0, split)[1] is item
-    placed = insert_at_depth(words, item, 25.0, split)
-    assert len(placed) == 4 and placed[0].tokens == 25 and placed[1] is item
+    assert [insert_at_depth(pieces, item, depth).index(item) for depth in (0, 20, 40, 60, 90, 100)
+            ] == [0, 0, 1, 1, 2, 2]

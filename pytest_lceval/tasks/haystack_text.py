@@ -1,5 +1,5 @@
-"""Token-level context building: tokenise a corpus once, slice it by token counts, and insert key
-items at sentence (or item) boundaries near a requested depth.
+"""Token-level context building: pieces of text that carry their token counts, counted once per
+tokenizer, and key items inserted at the piece boundary nearest a requested depth.
 
 A context is a list of :class:`Piece` s, each carrying its own token count. Every piece starts with
 its own leading whitespace (``" Next sentence."``, ``"\\nOne of the ..."``), so that for byte-level
@@ -14,26 +14,18 @@ context that lies before the item. 0 % puts the item first and 100 % last, at an
 
 from __future__ import annotations
 
-import re
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Protocol, runtime_checkable
 
 from ..models.base import Tokenizer
 
-DEPTH_TOLERANCE = 0.02
-"""How far (share of the context) the sentence boundary may lie from the requested depth before
-the builder splits the sentence at a word boundary instead."""
-
 NOISE = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
          "There and back again.")
-"""RULER's noise haystack line, repeated one copy a line."""
-
-_SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?=\s)""")
-_REPLACEMENT = "\ufffd"
+"""RULER's noise haystack line (NIAH's and VT's haystacks repeat it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,24 +36,13 @@ class Piece:
     tokens: int
     tag: str | None = None
     """Names a key item (gold needle, distractor, demo pair); None for haystack."""
-    splittable: bool = False
-    """Prose that may be cut at a word boundary when no sentence boundary is near the depth."""
 
 
 @runtime_checkable
 class BatchTokenizer(Protocol):
-    """A tokenizer that encodes many texts in one call (``HFText``)."""
-
-    def encode_many(self, texts: Sequence[str]) -> list[list[int]]: ...
+    """A tokenizer that counts many texts in one call (``HFText``)."""
 
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
-
-
-def token_ids(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
-    """The ids of each text alone, in one batch where the tokenizer has one."""
-    if isinstance(tokenizer, BatchTokenizer):
-        return tokenizer.encode_many(texts)
-    return [tokenizer.encode(text) for text in texts]
 
 
 def token_counts(tokenizer: Tokenizer, texts: Sequence[str]) -> list[int]:
@@ -74,26 +55,6 @@ def token_counts(tokenizer: Tokenizer, texts: Sequence[str]) -> list[int]:
 def piece(tokenizer: Tokenizer, text: str, tag: str | None = None) -> Piece:
     """A key item: counted once, never split."""
     return Piece(text, len(tokenizer.encode(text)), tag)
-
-
-@dataclass(frozen=True)
-class TokenizedCorpus:
-    """Units of a text (sentences with their leading whitespace), each tokenised once.
-
-    The units' pieces and their running token totals are made once too: a 128k-token haystack
-    is ~5,000 sentences, and taking them is then a search and a slice, not a loop."""
-
-    units: tuple[str, ...]
-    ids: tuple[tuple[int, ...], ...]
-    pieces: tuple[Piece, ...] = field(init=False)
-    totals: tuple[int, ...] = field(init=False)
-    """``totals[i]``: the tokens of units ``0..i-1``."""
-
-    def __post_init__(self) -> None:
-        pieces = tuple(Piece(unit, len(ids), splittable=True)
-                       for unit, ids in zip(self.units, self.ids, strict=True))
-        object.__setattr__(self, "pieces", pieces)
-        object.__setattr__(self, "totals", (0, *accumulate(map(len, self.ids))))
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
@@ -110,53 +71,23 @@ def tokenizer_cache(tokenizer: Tokenizer) -> dict[Hashable, Any]:
         return _PINNED.setdefault(id(tokenizer), (tokenizer, {}))[1]
 
 
-def tokenized(tokenizer: Tokenizer, units: tuple[str, ...]) -> TokenizedCorpus:
-    """The corpus tokenised with ``tokenizer``, computed once per (tokenizer, units)."""
+def unit_counts(tokenizer: Tokenizer, units: tuple[str, ...]) -> tuple[int, ...]:
+    """The token count of each unit (a sentence with its leading space) alone, counted once
+    per (tokenizer, units): a 128k-token essay haystack is ~5,000 sentences."""
     cache = tokenizer_cache(tokenizer)
-    key = ("corpus", units)
+    key = ("unit counts", units)
     if key not in cache:
-        cache[key] = TokenizedCorpus(units, tuple(map(tuple, token_ids(tokenizer, units))))
-    corpus: TokenizedCorpus = cache[key]
-    return corpus
+        cache[key] = tuple(token_counts(tokenizer, units))
+    counts: tuple[int, ...] = cache[key]
+    return counts
 
 
-def split_piece(tokenizer: Tokenizer, part: Piece, tokens: float) -> tuple[Piece, Piece] | None:
-    """Cut prose at the word boundary nearest ``tokens`` tokens in; None if it has no interior
-    word boundary. The right half keeps the leading space, so counts stay additive."""
-    text = part.text
-    starts = [m.start() for m in re.finditer(r"(?<=\S)\s+(?=\S)", text)]
-    if not starts:
-        return None
-    aim = len(text) * tokens / max(part.tokens, 1)
-    cut = min(starts, key=lambda position: abs(position - aim))
-    left, right = text[:cut], text[cut:]
-    return (Piece(left, len(tokenizer.encode(left)), splittable=True),
-            Piece(right, len(tokenizer.encode(right)), splittable=True))
-
-
-Splitter = Callable[[Piece, float], "tuple[Piece, Piece] | None"]
-
-
-def insert_at_depth(pieces: list[Piece], item: Piece, depth: float,
-                    split: Splitter | None = None) -> list[Piece]:
-    """``pieces`` with ``item`` at the boundary nearest ``depth`` percent (in tokens).
-
-    When that boundary is further than DEPTH_TOLERANCE of the context from the target and the
-    piece under the target is prose, the piece is split at a word boundary instead.
-    """
+def insert_at_depth(pieces: list[Piece], item: Piece, depth: float) -> list[Piece]:
+    """``pieces`` with ``item`` at the boundary nearest ``depth`` percent (in tokens)."""
     if not pieces:
         return [item]
     ends = list(accumulate(p.tokens for p in pieces))
-    total = ends[-1]
-    target = total * depth / 100.0
-    index = _nearest_boundary([0, *ends], target)
-    before = ends[index - 1] if index else 0
-    if split is not None and abs(before - target) > DEPTH_TOLERANCE * total:
-        under = min(bisect_left(ends, target), len(pieces) - 1)
-        start = ends[under - 1] if under else 0
-        halves = split(pieces[under], target - start) if pieces[under].splittable else None
-        if halves is not None:
-            return [*pieces[:under], halves[0], item, halves[1], *pieces[under + 1:]]
+    index = _nearest_boundary([0, *ends], ends[-1] * depth / 100.0)
     return [*pieces[:index], item, *pieces[index:]]
 
 

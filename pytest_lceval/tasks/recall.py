@@ -34,6 +34,8 @@ Choices, each explained where it is made:
   ``Case.meta["key_depths"]``.
 - Depth is counted in tokens as the share of the rest of the context before the key item, so 0 %
   is first and 100 % last at any length (``haystack_text``).
+- VT, CWE and FWE are generated as RULER f682453 wrote HELMET's files (``--lceval-ruler``
+  c3f5e3b: as RULER's code does since 2025); NIAH is the same in both (``recall_common``).
 - Case i draws the same keys, values and demonstrations at every length and depth, so heatmap
   rows and columns are paired (``recall_common.case_rngs``).
 - Length: prompt (template, BOS) + generation budget within [99 %, 100 %] of the cell length,
@@ -47,6 +49,7 @@ the token-level context builder in ``haystack_text``, ``haystack_items`` and ``f
 from __future__ import annotations
 
 from .base import GenerationTask
+from .recall_common import HELMET_RULER
 from .recall_json import JsonKvTask
 from .recall_niah import NiahTask
 from .recall_variables import VariableTrackingTask
@@ -61,8 +64,9 @@ PLACEMENTS = ("depths", "ruler")
 depth sampled per case as RULER samples it (no depth axis)."""
 
 
-def tasks(placement: str = "depths") -> tuple[GenerationTask, ...]:
-    """The recall tasks; ``placement`` is one of PLACEMENTS."""
+def tasks(placement: str = "depths", ruler: str = HELMET_RULER) -> tuple[GenerationTask, ...]:
+    """The recall tasks; ``placement`` is one of PLACEMENTS, ``ruler`` of RULER_CODES (VT, CWE
+    and FWE follow that RULER's generators; NIAH writes the same cases in both)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"unknown NIAH placement {placement!r}; known: {', '.join(PLACEMENTS)}")
     sampled = placement == "ruler"
@@ -77,8 +81,8 @@ def tasks(placement: str = "depths") -> tuple[GenerationTask, ...]:
         NiahTask("niah_multivalue", "essay", values=4),
         NiahTask("niah_multiquery", "essay", queries=4, max_new_tokens=LONG_ANSWER_TOKENS),
         JsonKvTask(),
-        VariableTrackingTask(),
-        CommonWordsTask(),
-        FrequentWordsTask(),
+        VariableTrackingTask(ruler=ruler),
+        CommonWordsTask(ruler=ruler),
+        FrequentWordsTask(ruler=ruler),
     )
 

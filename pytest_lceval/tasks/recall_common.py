@@ -20,6 +20,8 @@ Chat template. HELMET's recall and RULER configs set ``use_chat_template: false`
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -39,6 +41,12 @@ USE_CHAT_TEMPLATE = False
 """HELMET's ``use_chat_template`` for recall (configs/recall.yaml, configs/ruler.yaml)."""
 SYNTHETIC = "synthetic"
 """The ``source`` of haystacks generated rather than read (noise, needles, JSON)."""
+RULER_CODES = ("f682453", "c3f5e3b")
+"""``--lceval-ruler``: the NVIDIA/RULER commit whose generators VT, CWE and FWE follow where
+RULER's code changed. f682453 (July 2024) generated HELMET's recall files, so it is what
+produced HELMET's numbers (the default); c3f5e3b is the RULER pinned in ``../shared/reference``
+(its generators as rewritten in 2025). NIAH writes the same cases in both."""
+HELMET_RULER = RULER_CODES[0]
 
 
 def case_rngs(context: BuildContext, task: str, index: int) -> tuple[random.Random, random.Random]:
@@ -67,6 +75,13 @@ CUE_SEPARATOR = "\n"
 ``prompt_template``); under a chat template the whole cue is left out (``Prompt.cue``)."""
 
 
+def largest(least: int, most: int, tokens: Callable[[int], int], budget: int) -> int:
+    """The largest n in [least, most] with tokens(n) <= budget (``tokens`` grows with n);
+    ``least`` when none fits (the fitting then reports the numbers)."""
+    fitting = bisect_right(range(least, most + 1), budget, key=tokens)
+    return least + max(fitting - 1, 0)
+
+
 def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Renderer,
               max_new_tokens: int, depth: float | None, meta: dict[str, Any]) -> Case:
     """A Case from a fitted prompt; ``meta`` gets the context's length, every key's depth and
@@ -83,13 +98,21 @@ def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Re
 @dataclass
 class WholeContextTask:
     """A recall task with no depth axis (its items spread over the whole context) scored by
-    RULER's string_match_all: VT, CWE and FWE differ only in how they draw one case."""
+    RULER's string_match_all, generated as one RULER version does: VT, CWE and FWE differ only
+    in how they draw one case."""
 
     metric: ClassVar[ScoreMetric] = STRING_MATCH_ALL
     name: str = ""
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = 50
+    ruler: str = HELMET_RULER
+    """The RULER version whose generator it follows (``--lceval-ruler``, RULER_CODES)."""
+
+    def __post_init__(self) -> None:
+        if self.ruler not in RULER_CODES:
+            raise ValueError(f"{self.name}: unknown RULER version {self.ruler!r}; known: "
+                             f"{', '.join(RULER_CODES)}")
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         return [self._case(cell, context, index) for index in range(cell.samples)]

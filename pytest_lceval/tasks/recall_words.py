@@ -4,14 +4,16 @@ CWE: a numbered list of words ("1. apple 2. sofa ...") in which ten words repeat
 the others; the model names the ten. As RULER (common_words_extraction.py): words from the
 ``wonderwords`` package's nouns, adjectives and verbs; below 4k tokens the ten appear 6 times
 and the others once, from 4k on 30 and 3 times; one solved example precedes the question (20
-words repeated 3/1 below 4k, 40 words repeated 10/3 from 4k).
+words repeated 3/1 below 4k, 40 words repeated 10/3 from 4k), written as RULER's template with
+its answer prefix on the question's line and the answer after it. RULER f682453 (the default,
+``--lceval-ruler``) glues the answer to the prefix ("are:1. apple"); c3f5e3b puts a space
+between them.
 
 FWE: coded words (six random lowercase letters) with Zipf frequencies, count_k = floor(n k^-2 /
-zeta(2)) for rank k over a vocabulary of (length - generation budget) // 50 words; the most
+zeta(2)) for rank k (n a whole number, computed as RULER computes it), shuffled; the most
 frequent is the noise word '...', and the answer is ranks 2-4. As RULER
-(freq_words_extraction.py), with no example. RULER steps n in whole numbers; here n is real
-and the text grows one word at a time (``zipf_occurrences``), so it fills the cell to within
-one word.
+(freq_words_extraction.py), with no example. The vocabulary has length // 50 words in RULER
+f682453 (the default) and (length - generation budget) // 50 in c3f5e3b.
 
 Both have no depth axis. The size is the largest whose predicted token count fits the cell (a
 list's tokens are the sum of its items', each item starting with its space), and the fitting
@@ -21,17 +23,16 @@ HELMET's templates for ruler_cwe and ruler_fwe.
 
 from __future__ import annotations
 
-import heapq
 import random
 import re
 import string
-from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from dataclasses import dataclass, replace
+from functools import cache
 from itertools import accumulate
 from typing import TypeVar
 
+import numpy as np
 from scipy.special import zeta
 
 from ..grid import Cell, case_seed
@@ -40,7 +41,14 @@ from ..records import Case
 from .base import BuildContext, CellDoesNotFit
 from .fitting import Frame, fit
 from .haystack_text import Context, Piece, token_counts, tokenizer_cache
-from .recall_common import CUE_SEPARATOR, SYNTHETIC, WholeContextTask, case_rngs, make_case
+from .recall_common import (
+    CUE_SEPARATOR,
+    SYNTHETIC,
+    WholeContextTask,
+    case_rngs,
+    largest,
+    make_case,
+)
 from .recall_values import word_list as wonderwords_list
 
 COMMON = 10
@@ -64,7 +72,9 @@ TOKENS_PER_WORD = 50
 """FWE's vocabulary size is the context budget over this (RULER)."""
 FWE_ANSWERS = 3
 FWE_LEAST_WORDS = 100
-"""Fewest FWE words: below it ranks 4 and 5 may tie and the answer would be ambiguous."""
+"""Smallest n of FWE: below it ranks 4 and 5 may tie and the answer would be ambiguous."""
+EXAMPLE_ANSWER_SEPARATOR = {"f682453": "", "c3f5e3b": " "}
+"""What CWE's example puts between its answer prefix and its answer, per RULER version."""
 
 
 T = TypeVar("T")
@@ -90,13 +100,6 @@ def _pieces(tokenizer: Tokenizer, texts: list[str]) -> list[Piece]:
 def _listed(parts: list[Piece], tokens: int) -> Context:
     """The list joined from its items, each with its leading space, less the first space."""
     return Context("".join(part.text for part in parts)[1:], tokens, (), tuple(parts), (1, 0))
-
-
-def largest(least: int, most: int, tokens: Callable[[int], int], budget: int) -> int:
-    """The largest n in [least, most] with tokens(n) <= budget (``tokens`` grows with n);
-    ``least`` when none fits (the fitting then reports the numbers)."""
-    fitting = bisect_right(range(least, most + 1), budget, key=tokens)
-    return least + max(fitting - 1, 0)
 
 
 def shuffled(items: list[T], seed: int, size: int) -> list[T]:
@@ -134,10 +137,9 @@ class Repeats:
 
 
 def word_list(words: list[str], common: int, other: int, seed: int) -> list[str]:
-    """The first COMMON words ``common`` times, the rest ``other`` times, shuffled."""
-    items = [w for w in words[:COMMON] for _ in range(common)] + \
-        [w for w in words[COMMON:] for _ in range(other)]
-    return shuffled(items, seed, len(words))
+    """The first COMMON words ``common`` times, the rest ``other`` times, shuffled (the list
+    built in RULER's order, so that the same shuffle gives RULER's text)."""
+    return shuffled(words[:COMMON] * common + words[COMMON:] * other, seed, len(words))
 
 
 @dataclass
@@ -157,8 +159,8 @@ class CommonWordsTask(WholeContextTask):
         seed = case_seed(context.seed, self.name, index, "order")
         example = word_list(example_words, repeats.example_common, repeats.example_other, seed)
         # RULER's example: its template with the answer prefix on the question's line
-        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION} {CWE_PREFIX} "
-                f"{numbered(example_words[:COMMON])}")
+        shot = (f"{CWE_INSTRUCTION}\n{numbered(example)}\n{CWE_QUESTION} {CWE_PREFIX}"
+                f"{EXAMPLE_ANSWER_SEPARATOR[self.ruler]}{numbered(example_words[:COMMON])}")
         per_word = [part.tokens for part in _pieces(context.tokenizer,
                                                     [" " + word for word in order])]
         tokens = self._predictor(context.tokenizer, per_word, repeats)
@@ -169,9 +171,11 @@ class CommonWordsTask(WholeContextTask):
             if size == len(order) and tokens(size) < budget:
                 raise CellDoesNotFit(
                     f"{what}: the list would need more than the {len(order)} distinct words of "
-                    f"wonderwords (RULER switches to a larger word list there)")
+                    f"wonderwords (RULER f682453 stops there, short of the length; c3f5e3b "
+                    f"switches to a larger word list)")
             words = word_list(order[:size], repeats.common, repeats.other, seed)
-            return _listed(numbered_parts(context.tokenizer, words), tokens(size))
+            return replace(_listed(numbered_parts(context.tokenizer, words), tokens(size)),
+                           units=size)
 
         frame = Frame(f"{shot}\n\n{CWE_INSTRUCTION}\n", f"\n{CWE_QUESTION}",
                       CUE_SEPARATOR + CWE_PREFIX)
@@ -179,8 +183,9 @@ class CommonWordsTask(WholeContextTask):
         granularity = repeats.other * (max(per_word) + number)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      tokens(COMMON), what, granularity)
-        meta = {"source": SYNTHETIC, "requested_depth": None,
-                "items": len(re.findall(r"\d+\. ", fitted.context.text))}
+        meta = {"source": SYNTHETIC, "requested_depth": None, "ruler": self.ruler,
+                "items": len(re.findall(r"\d+\. ", fitted.context.text)),
+                "example_words": example_words, "words": order[:fitted.context.units]}
         return make_case(index, fitted, order[:COMMON], context.renderer, self.max_new_tokens,
                          None, meta)
 
@@ -220,22 +225,17 @@ def coded_vocabulary(rng: random.Random, size: int) -> list[str]:
     return ["...", *vocabulary[1:]]
 
 
-@lru_cache(maxsize=16)
-def zipf_occurrences(size: int, words: float) -> tuple[int, ...]:
-    """Ranks (0-based) of the occurrences of RULER's counts floor(n k^-alpha / zeta(alpha)), in
-    the order they appear as n grows to ``words``: the j-th occurrence of rank k appears at
-    n = j k^alpha zeta(alpha) (compared as j k^alpha, exact for alpha = 2; ties by rank). A
-    prefix is RULER's counts at some n, except that of the words whose counts step up at that
-    very n only the first may have, so the text grows one word at a time."""
-    limit = words / float(zeta(ALPHA))
-    heap = [(float(k) ** ALPHA, k - 1) for k in range(1, size + 1)]
-    heapq.heapify(heap)
-    ranks = []
-    while heap[0][0] <= limit:
-        threshold, rank = heapq.heappop(heap)
-        ranks.append(rank)
-        heapq.heappush(heap, (threshold + float(rank + 1) ** ALPHA, rank))
-    return tuple(ranks)
+def zipf_counts(size: int, words: int) -> list[int]:
+    """RULER's count of each rank: floor(words k^-alpha / zeta(alpha)) for k = 1..size, in
+    RULER's floating-point order of operations."""
+    ranks = np.arange(1, size + 1)
+    return [int(count) for count in (words * (ranks ** -ALPHA) / zeta(ALPHA)).astype(int)]
+
+
+def vocabulary_size(ruler: str, length: int, max_new_tokens: int) -> int:
+    """FWE's coded words: one per TOKENS_PER_WORD tokens of the length (f682453), of the length
+    less the generation budget (c3f5e3b)."""
+    return (length - (max_new_tokens if ruler == "c3f5e3b" else 0)) // TOKENS_PER_WORD
 
 
 @dataclass
@@ -249,30 +249,33 @@ class FrequentWordsTask(WholeContextTask):
     def _case(self, cell: Cell, context: BuildContext, index: int) -> Case:
         rng, _ = case_rngs(context, self.name, index)
         what = f"{self.name} at {cell.length} tokens"
-        size = (cell.length - self.max_new_tokens) // TOKENS_PER_WORD
+        size = vocabulary_size(self.ruler, cell.length, self.max_new_tokens)
         if size < FWE_ANSWERS + 2:
             raise CellDoesNotFit(
-                f"{what}: a vocabulary of {size} coded words (one per {TOKENS_PER_WORD} tokens "
-                f"after the generation budget) is too small for {FWE_ANSWERS} answers and "
-                f"the noise word")
+                f"{what}: a vocabulary of {size} coded words (one per {TOKENS_PER_WORD} tokens) "
+                f"is too small for {FWE_ANSWERS} answers and the noise word")
         vocabulary = coded_vocabulary(rng, size)
         seed = case_seed(context.seed, self.name, index, "order")
         pieces = _pieces(context.tokenizer, [" " + word for word in vocabulary])
         per_word = [part.tokens for part in pieces]
-        ranks = zipf_occurrences(size, cell.length)
-        totals = list(accumulate(map(per_word.__getitem__, ranks), initial=-1))
-        least = len(zipf_occurrences(size, FWE_LEAST_WORDS))
+
+        def tokens(words: int) -> int:
+            counts = zipf_counts(size, words)
+            return sum(count * n for count, n in zip(counts, per_word, strict=True)) - 1
 
         def build(budget: int) -> Context:
-            words = max(bisect_right(totals, budget) - 1, least)
-            items = [pieces[rank] for rank in ranks[:words]]
-            return _listed(shuffled(items, seed, words), totals[words])
+            words = largest(FWE_LEAST_WORDS, 2 * (budget + size), tokens, budget)
+            counts = zipf_counts(size, words)
+            items = [part for part, count in zip(pieces, counts, strict=True)
+                     for _ in range(count)]
+            return replace(_listed(shuffled(items, seed, words), tokens(words)), units=words)
 
         frame = Frame(f"{FWE_INSTRUCTION}\n", f"\n{FWE_QUESTION}",
                       CUE_SEPARATOR + FWE_PREFIX)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
-                     totals[least], what, max(per_word))
-        meta = {"source": SYNTHETIC, "requested_depth": None, "vocabulary": size,
+                     tokens(FWE_LEAST_WORDS), what, max(per_word))
+        meta = {"source": SYNTHETIC, "requested_depth": None, "ruler": self.ruler,
+                "vocabulary": size, "coded_words": vocabulary, "zipf_n": fitted.context.units,
                 "words": len(fitted.context.text.split())}
         return make_case(index, fitted, vocabulary[1:1 + FWE_ANSWERS], context.renderer,
                          self.max_new_tokens, None, meta)

@@ -31,7 +31,7 @@ from itertools import accumulate
 import numpy as np
 
 from ..models.base import Tokenizer
-from .haystack_text import Context, Piece, assemble, tokenized, tokenizer_cache
+from .haystack_text import Context, Piece, assemble, tokenizer_cache, unit_counts
 from .sentences import sentence_spans
 
 DEPTHS: tuple[int, ...] = tuple(int(d) for d in np.round(np.linspace(0, 100, num=40)))
@@ -153,10 +153,10 @@ class EssayHaystack:
         cache = tokenizer_cache(self.tokenizer)
         if key not in cache:
             source = essay(self.texts, copies)
-            spaced = tokenized(self.tokenizer,
-                               tuple(" " + source.text[a:b] for a, b in source.spans))
+            spaced = unit_counts(self.tokenizer,
+                                 tuple(" " + source.text[a:b] for a, b in source.spans))
             first = len(self.tokenizer.encode(source.text[slice(*source.spans[0])]))
-            cache[key] = (source, [len(ids) for ids in spaced.ids], first)
+            cache[key] = (source, list(spaced), first)
         found: tuple[Essay, list[int], int] = cache[key]
         return found
 

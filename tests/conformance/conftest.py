@@ -5,18 +5,30 @@ Every test here skips, with one reason, when the reference folder is absent. ``r
 imports a reference module the way its own scripts run (their folder on ``sys.path``, so
 HELMET's ``from utils import ...`` works) without its top-level names (``utils``, ``data``,
 ``constants``) colliding with another reference's or staying in ``sys.modules`` afterwards.
+
+``ruler`` imports RULER's generator scripts at either commit the recall suite follows
+(``--lceval-ruler``), copied into a temporary folder: c3f5e3b from the pinned copy, f682453
+(the code that generated HELMET's recall files) from RULER's git history
+(``$LCEVAL_RULER_GIT``, by default ``../.mirror/NVIDIA+RULER/repo`` beside ``../shared``); its
+tests skip with one reason when that history is absent.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import datasets
 import pytest
+
+from pytest_lceval.models.presets import preset_directory
+from pytest_lceval.tasks.recall_common import RULER_CODES
 
 REFERENCE = Path(os.environ.get("LCEVAL_REFERENCE")
                  or Path(__file__).resolve().parents[3] / "shared" / "reference")
@@ -24,6 +36,25 @@ REFERENCE = Path(os.environ.get("LCEVAL_REFERENCE")
 (``../shared/reference/README.md``)."""
 ABSENT = (f"the papers' reference code is not at {REFERENCE} (clone the pinned commits listed in "
           f"docs/fidelity.md there, or set $LCEVAL_REFERENCE)")
+RULER_GIT = Path(os.environ.get("LCEVAL_RULER_GIT")
+                 or REFERENCE.parents[1] / ".mirror" / "NVIDIA+RULER" / "repo")
+"""A git repository of NVIDIA/RULER with its history (bare or not)."""
+NEW_FILES = {"scripts/data/manifest_utils.py"}
+"""Scripts RULER added after 2024 (its 2024 scripts import NeMo's instead)."""
+PINNED_RULER = RULER_CODES[1]
+"""The commit of ``../shared/reference/ruler``."""
+RULER_SCRIPTS = ("scripts/data/tokenizer.py", "scripts/data/manifest_utils.py",
+                 "scripts/data/synthetic/constants.py",
+                 "scripts/data/synthetic/niah.py", "scripts/data/synthetic/variable_tracking.py",
+                 "scripts/data/synthetic/common_words_extraction.py",
+                 "scripts/data/synthetic/freq_words_extraction.py")
+WORD_LIST = "scripts/data/synthetic/json/english_words.json"
+"""c3f5e3b's CWE reads this list at import; the pinned copy holds only its Git LFS pointer, and
+the list is used only past wonderwords' words, where the project's CWE stops (CellDoesNotFit):
+the copy gets an empty one."""
+NEMO_MANIFEST = "nemo.collections.asr.parts.utils.manifest_utils"
+"""Where RULER's 2024 scripts import ``write_manifest`` from (NeMo, not installed here; the
+scripts' functions under test never write a manifest)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -98,3 +129,79 @@ def punkt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     yield
     nltk.data.path.remove(str(root))
     nltk.tokenize._get_punkt_tokenizer.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def ruler(reference: Callable[..., ModuleType], tmp_path_factory: pytest.TempPathFactory
+          ) -> Callable[..., ModuleType]:
+    """``ruler(commit, script, **arguments)``: RULER's generator ``script`` at ``commit`` (one
+    of RULER_CODES), imported with the arguments its ``prepare.py`` passes (its argparse runs at
+    import; the model's tokenizer, lengths and templates set per call by the test) plus
+    ``arguments``."""
+    roots: dict[str, Path] = {}
+
+    def root(commit: str) -> Path:
+        if commit not in roots:
+            roots[commit] = _copied(commit, tmp_path_factory.mktemp(f"ruler-{commit}"))
+        return roots[commit]
+
+    def load(commit: str, script: str, **arguments: str) -> ModuleType:
+        folder = root(commit)
+        argv = [f"{script}.py", "--save_dir", str(tmp_path_factory.mktemp("ruler-out")),
+                "--save_name", "conformance", "--tokenizer_path",
+                str(preset_directory("smollm2")), "--tokenizer_type", "hf",
+                "--max_seq_length", "1024", "--tokens_to_generate", "50", "--num_samples", "1",
+                *(item for key, value in arguments.items() for item in (f"--{key}", value))]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sys, "argv", argv)
+            stub = ModuleType(NEMO_MANIFEST)
+            stub.read_manifest = stub.write_manifest = None  # type: ignore[attr-defined]
+            patch.setitem(sys.modules, NEMO_MANIFEST, stub)
+            return load_reference(script, [folder / "scripts" / "data" / "synthetic",
+                                           folder / "scripts" / "data"])
+
+    return load
+
+
+def _copied(commit: str, into: Path) -> Path:
+    """RULER's generator scripts at ``commit`` written into ``into``: the pinned copy's, or
+    those of RULER's git history."""
+    if commit != PINNED_RULER and not (RULER_GIT / "objects").is_dir() \
+            and not (RULER_GIT / ".git").is_dir():
+        pytest.skip(f"RULER's git history is not at {RULER_GIT}: clone "
+                    f"https://github.com/NVIDIA/RULER there (or set $LCEVAL_RULER_GIT) to "
+                    f"compare with commit {commit}, which generated HELMET's recall files")
+    for path in RULER_SCRIPTS:
+        if commit == PINNED_RULER:
+            text = (REFERENCE / "ruler" / path).read_text()
+        elif path in NEW_FILES:
+            continue
+        else:
+            text = subprocess.run(["git", "-C", str(RULER_GIT), "show", f"{commit}:{path}"],
+                                  capture_output=True, text=True, check=True).stdout
+        (into / path).parent.mkdir(parents=True, exist_ok=True)
+        (into / path).write_text(text)
+    (into / WORD_LIST).parent.mkdir(parents=True, exist_ok=True)
+    (into / WORD_LIST).write_text("{}")
+    return into
+
+
+@pytest.fixture(scope="session")
+def helmet_data(reference: Callable[..., ModuleType]) -> ModuleType:
+    return reference("helmet", "data")
+
+
+@pytest.fixture
+def helmet_ruler_prompts(helmet_data: ModuleType, tmp_path: Path
+                         ) -> Callable[[str, list[dict[str, Any]]], list[str]]:
+    """``helmet_ruler_prompts(dataset, rows)``: what HELMET sends a base model
+    (``use_chat_template: false``) for these rows of a RULER file of ``dataset``: its
+    ``load_ruler``'s ``prompt_template`` filled per row."""
+
+    def prompts(dataset: str, rows: list[dict[str, Any]]) -> list[str]:
+        path = tmp_path / f"{dataset}.jsonl"
+        datasets.Dataset.from_list(rows).to_json(str(path))
+        loaded = helmet_data.load_ruler(dataset, str(path))
+        return [loaded["prompt_template"].format(**row) for row in loaded["data"]]
+
+    return prompts

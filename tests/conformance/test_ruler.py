@@ -1,7 +1,9 @@
 """The recall suite against RULER's generators and scorers and HELMET's ``load_ruler`` /
-``load_json_kv`` (``../shared/reference``), on the same inputs.
+``load_json_kv`` (``../shared/reference``), on the same inputs. VT, CWE and FWE:
+``test_ruler_aggregation.py``.
 
-NIAH prompts: RULER's ``niah.generate_input_output`` builds the context from the project's own
+NIAH prompts: RULER's ``niah.generate_input_output``, at the commit that generated HELMET's
+files (f682453) and at the pinned one (c3f5e3b), builds the context from the project's own
 draws (keys, values, filler needles, the number of haystack words or lines, and where each
 needle goes), on the same essays (``../shared/data/pg_essays``, read as RULER's download script
 concatenates them) with NLTK's real ``sent_tokenize`` on the English Punkt model
@@ -18,7 +20,6 @@ hostile outputs.
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -32,13 +33,14 @@ from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.data import DataSource
 from pytest_lceval.grid import Cell
 from pytest_lceval.metrics import string_match_all, string_match_part
-from pytest_lceval.models.presets import preset_directory
 from pytest_lceval.records import Case
 from pytest_lceval.tasks import recall
 from pytest_lceval.tasks.base import BuildContext
+from pytest_lceval.tasks.recall_common import HELMET_RULER, RULER_CODES
 from pytest_lceval.tasks.recall_niah import NiahTask
 
-RULER_FOLDERS = ["scripts/data/synthetic", "scripts/data"]
+NOISE = {"f682453": "repeat", "c3f5e3b": "noise"}
+"""The noise haystack's name in RULER's synthetic.yaml at each commit."""
 HAS_ESSAYS = (SHARED_DATA / "pg_essays").is_dir()
 NIAH = ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
         "niah_multikey_3", "niah_multivalue", "niah_multiquery"]
@@ -65,39 +67,20 @@ SAMPLES = 3
 # -- the reference, imported as its scripts run -------------------------------------------------
 
 
-def ruler_script(reference: Callable[..., ModuleType], name: str, tmp: Path,
-                 **extra: str) -> ModuleType:
-    """A RULER generator script imported with the arguments its ``prepare.py`` passes (its
-    argparse runs at import); lengths and templates are set per call."""
-    argv = [f"{name}.py", "--save_dir", str(tmp), "--save_name", "conformance",
-            "--tokenizer_path", str(preset_directory("smollm2")), "--tokenizer_type", "hf",
-            "--max_seq_length", "1024", "--tokens_to_generate", "50", "--num_samples", "1",
-            *(item for key, value in extra.items() for item in (f"--{key}", value))]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "argv", argv)
-        return reference("ruler", name, RULER_FOLDERS)
 
 
 @pytest.fixture(scope="module")
-def niah(reference: Callable[..., ModuleType], punkt: None,
-         tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    return ruler_script(reference, "niah", tmp_path_factory.mktemp("ruler"),
-                        type_haystack="noise")
+def niah(ruler: Callable[..., ModuleType], punkt: None) -> Callable[[str], ModuleType]:
+    """``niah(commit)``: RULER's niah.py at ``commit``, imported once for the noise haystack
+    (its line is set at import); the tests set the other haystacks per call."""
+    modules: dict[str, ModuleType] = {}
 
+    def load(commit: str) -> ModuleType:
+        if commit not in modules:
+            modules[commit] = ruler(commit, "niah", type_haystack=NOISE[commit])
+        return modules[commit]
 
-@pytest.fixture(scope="module")
-def helmet_data(reference: Callable[..., ModuleType]) -> ModuleType:
-    return reference("helmet", "data")
-
-
-def helmet_prompts(helmet_data: ModuleType, dataset: str, rows: list[dict[str, Any]],
-                   tmp: Path) -> list[str]:
-    """What HELMET sends a base model (``use_chat_template: false``) for these rows of a
-    pre-generated RULER file: ``load_ruler``'s ``prompt_template`` filled per row."""
-    path = tmp / f"{dataset}.jsonl"
-    datasets.Dataset.from_list(rows).to_json(str(path))
-    loaded = helmet_data.load_ruler(dataset, str(path))
-    return [loaded["prompt_template"].format(**row) for row in loaded["data"]]
+    return load
 
 
 # -- the project's cases ------------------------------------------------------------------------
@@ -158,11 +141,12 @@ class Replay:
                 for _, depth, by_tokens, at in self.needles]
 
 
-def ruler_context(niah: ModuleType, task: str, case: Case, words: list[str],
+def ruler_context(niah: ModuleType, commit: str, task: str, case: Case, words: list[str],
                   sentences: int | None, patch: pytest.MonkeyPatch) -> str:
     haystack, key_type, value_type, keys, values, queries = RULER_ARGS[task]
     args = niah.args
-    for name, value in (("type_haystack", haystack), ("type_needle_k", key_type),
+    named = NOISE[commit] if haystack == "noise" else haystack
+    for name, value in (("type_haystack", named), ("type_needle_k", key_type),
                         ("type_needle_v", value_type), ("num_needle_k", keys),
                         ("num_needle_v", values), ("num_needle_q", queries),
                         ("template", "{context}")):
@@ -215,36 +199,58 @@ PLACED = [(name, placement) for placement in recall.PLACEMENTS for name in NIAH
 """MV and MQ have no depth axis: their needles go where RULER's rule puts them either way."""
 
 
+@pytest.fixture(scope="module")
+def niah_cases(smollm2: Any) -> Callable[[str, str], list[Case]]:
+    """The project's cases of a NIAH task under a placement, built once for both RULERs."""
+    built: dict[tuple[str, str], list[Case]] = {}
+
+    def cases(task_name: str, placement: str) -> list[Case]:
+        if (task_name, placement) not in built:
+            task = next(t for t in recall.tasks(placement) if t.name == task_name)
+            assert isinstance(task, NiahTask) and task.sampled == (placement == "ruler")
+            built[(task_name, placement)] = build_cases(task, smollm2)
+        return built[(task_name, placement)]
+
+    return cases
+
+
 @pytest.mark.skipif(not HAS_ESSAYS, reason=f"no essays at {SHARED_DATA / 'pg_essays'}")
+@pytest.mark.parametrize("commit", RULER_CODES)
 @pytest.mark.parametrize(("task_name", "placement"), PLACED)
 def test_niah_prompts_are_rulers_contexts_in_helmets_template(
-        task_name: str, placement: str, niah: ModuleType, helmet_data: ModuleType,
-        smollm2: Any, essays: tuple[tuple[str, ...], list[str]], conformance: Any,
-        tmp_path: Path) -> None:
-    task = next(t for t in recall.tasks(placement) if t.name == task_name)
-    assert isinstance(task, NiahTask) and task.sampled == (placement == "ruler")
-    cases = build_cases(task, smollm2)
+        task_name: str, placement: str, commit: str, niah: Callable[[str], ModuleType],
+        niah_cases: Callable[[str, str], list[Case]],
+        helmet_ruler_prompts: Callable[..., list[str]],
+        essays: tuple[tuple[str, ...], list[str]], conformance: Any) -> None:
+    """Both RULERs write the same NIAH cases (niah.py changed between them only past the
+    essays' end and in how the haystack's size is searched), so --lceval-ruler leaves NIAH
+    alone."""
+    task = builtin_task(task_name)
+    assert isinstance(task, NiahTask)
+    generator = niah(commit)
+    cases = niah_cases(task_name, placement)
     _, words = essays
     rows = []
     for case in cases:
         with pytest.MonkeyPatch.context() as patch:
             sentences = None
             if task.haystack == "essay":
-                sentences = len(niah.sent_tokenize(" ".join(words[:case.meta["haystack_units"]])
-                                                   .strip()))
-            context = ruler_context(niah, task_name, case, words, sentences, patch)
+                sentences = len(generator.sent_tokenize(
+                    " ".join(words[:case.meta["haystack_units"]]).strip()))
+            context = ruler_context(generator, commit, task_name, case, words, sentences,
+                                    patch)
         keys = case.meta["keys"]
         query = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + ", and " + keys[-1]
         rows.append({"context": context, "query": query, "outputs": list(case.gold),
                      "type_needle_v": task.wording.kind})
-    expected = helmet_prompts(helmet_data, HELMET_NAMES[task_name], rows, tmp_path)
+    expected = helmet_ruler_prompts(HELMET_NAMES[task_name], rows)
     identical = sum(case.prompt == want for case, want in zip(cases, expected, strict=True))
     for case, want in zip(cases, expected, strict=True):
         assert case.prompt == want
-    conformance.record("RULER", "prompts", len(cases), identical,
-                       None if placement == "depths" else "--lceval-niah-placement ruler")
-    conformance.record("HELMET load_ruler", "prompts", len(cases), identical,
-                       None if placement == "depths" else "--lceval-niah-placement ruler")
+    option = None if placement == "depths" else "--lceval-niah-placement ruler"
+    conformance.record("RULER", "prompts", len(cases), identical, option)
+    if commit == HELMET_RULER:  # HELMET's prompts are the same for both
+        conformance.record("HELMET load_ruler", "prompts", len(cases), identical, option)
 
 
 # -- scorers ------------------------------------------------------------------------------------
