@@ -15,17 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helmet_harness import (
-    Helmet,
-    cache_datasets_in,
-    helmet_prompt,
-    hostile_outputs,
-    hub_stand_in,
-    load_helmet,
-    run_args,
-    run_test,
-    without_processes,
-)
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
@@ -36,6 +25,18 @@ from pytest_lceval.records import Case
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_icl import IclTask
 from pytest_lceval.tasks.helmet_icl_data import load
+
+from .helmet_harness import (
+    Helmet,
+    cache_datasets_in,
+    helmet_prompt,
+    hostile_outputs,
+    hub_stand_in,
+    load_helmet,
+    run_args,
+    run_test,
+    without_processes,
+)
 
 CATEGORY = "HELMET load_icl"
 SAMPLES = 20

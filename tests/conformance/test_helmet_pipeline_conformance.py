@@ -16,17 +16,6 @@ from typing import Any
 import openai
 import pytest
 from fake_openai import FakeServer, Seen, chat
-from helmet_harness import (
-    Helmet,
-    cache_datasets_in,
-    hostile_outputs,
-    kilt_rows,
-    load_helmet,
-    oracle_rows,
-    ranking_outputs,
-    run_args,
-    write_jsonl,
-)
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
@@ -41,6 +30,18 @@ from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.records import Case
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.helmet_rerank import parse_ranking
+
+from .helmet_harness import (
+    Helmet,
+    cache_datasets_in,
+    hostile_outputs,
+    kilt_rows,
+    load_helmet,
+    oracle_rows,
+    ranking_outputs,
+    run_args,
+    write_jsonl,
+)
 
 CONFIGS = {
     # config -> (the project's tasks of its datasets, HELMET's dataset name stems)

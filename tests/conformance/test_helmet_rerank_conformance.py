@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helmet_harness import (
+from shared_data import SHARED_DATA
+
+from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.data import DataSource
+from pytest_lceval.grid import Cell
+from pytest_lceval.models.hf_text import HFText
+from pytest_lceval.records import Case
+from pytest_lceval.tasks.base import BuildContext
+
+from .helmet_harness import (
     Helmet,
     cache_datasets_in,
     helmet_prompt,
@@ -26,14 +35,6 @@ from helmet_harness import (
     run_test,
     write_jsonl,
 )
-from shared_data import SHARED_DATA
-
-from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
-from pytest_lceval.models.hf_text import HFText
-from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext
 
 CATEGORY = "HELMET load_msmarco_rerank"
 TEST_QUERIES = 40
