@@ -250,7 +250,7 @@ def test_a_zero_base_skips_long_cells_with_the_reason(suite: pytest.Pytester) ->
     rows = read_results(suite, "z")
     skipped = [r for r in rows if r["outcome"] == "skipped"]
     assert all(r["metrics"]["longscore"] is None and r["score"] == 0.0 for r in skipped)
-    assert "| toy | 0.0 | 0.0 | undefined | undefined | undefined |" in \
+    assert "| toy | 1k,2k | 0.0 | 0.0 | undefined | undefined | undefined |" in \
         (suite.path / "reports" / "z" / "longscore-toy.md").read_text()
 
 

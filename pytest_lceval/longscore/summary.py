@@ -23,6 +23,7 @@ import numpy as np
 from ..grid import format_length
 from ..results import CellResult
 from ..stats import longscore
+from .config import RELEASED
 
 PREFIX = "longscore"
 
@@ -36,6 +37,8 @@ class TaskRow:
     """Base ability 0..1 (None when undefined)."""
     window: int
     floor: float
+    base_on: str = ""
+    """'alone' (the gold passages alone) or the base lengths, e.g. '2k,4k,6k'."""
     long_cells: dict[int, list[CellResult]] = field(default_factory=dict)
 
     def score_at(self, length: int) -> float:
@@ -69,7 +72,8 @@ def task_rows(results: list[CellResult]) -> dict[str, list[TaskRow]]:
         if key not in rows:
             rows[key] = TaskRow(result.task, result.metrics.get("longscore_base"),
                                 int(result.metrics.get("longscore_window", 0)),
-                                float(result.metrics.get("longscore_floor", 0.0)))
+                                float(result.metrics.get("longscore_floor", 0.0)),
+                                str(result.metrics.get("longscore_base_on", "")))
         if role == "long" and not math.isnan(result.score):
             rows[key].long_cells.setdefault(result.length, []).append(result)
     by_suite: dict[str, list[TaskRow]] = defaultdict(list)
@@ -93,14 +97,20 @@ def overall(rows: list[TaskRow]) -> tuple[float | None, float | None, float | No
     return base, score, longscore(score, base, max(r.floor for r in measured))
 
 
-def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> str:
+def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow],
+             mode: str = RELEASED) -> str:
     lengths = long_lengths(rows)
     base, score, lc = overall(rows)
     window = max((r.window for r in rows), default=0)
     measured = sum(r.base is not None and r.avg_score is not None for r in rows)
+    on = (f"the gold passages alone (no distractors) for the tasks marked 'alone' in the Base "
+          f"column and the mean score at {base_lengths} for the others, as 100-LongBench's "
+          f"released code measures it" if mode == RELEASED else
+          f"the mean score at {base_lengths} for every task, as 100-LongBench's paper states it")
     lines = [
         f"# LongScore: {suite}, {model}", "",
-        f"Base Ability: mean score at {base_lengths} (N/3 cases per length). Avg score: mean over "
+        f"Base Ability (--longscore-base {mode}): {on} (the run's cells of a base length, else "
+        f"N/3 cases per length). Avg score: mean over "
         f"the long lengths {', '.join(format_length(n) for n in lengths) or '(none)'}. Avg LC: "
         "(Avg score - Base) / Base. The model row averages the "
         f"{measured} task{'' if measured == 1 else 's'} measured at "
@@ -110,15 +120,15 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> 
         "| --- | --- | --- | --- | --- |",
         f"| {model} | {format_length(window) if window else '?'} | {_pct(base)} | {_pct(score)} "
         f"| {_num(lc) if lengths else 'n/a'} |", "", "## Per task", "",
-        "| Task | Base Ability | Avg score | Avg LC | "
+        "| Task | Base on | Base Ability | Avg score | Avg LC | "
         + " | ".join(f"LC@{format_length(n)}" for n in lengths) + " |",
-        "| --- " * (4 + len(lengths)) + "|",
+        "| --- " * (5 + len(lengths)) + "|",
     ]
     for row in rows:
         cells = [_lc_cell(row, n) for n in lengths]
         avg_lc = _num(row.avg_lc) if row.long_cells else "n/a"
-        lines.append(f"| {row.task} | {_pct(row.base)} | {_pct(row.avg_score)} | {avg_lc} | "
-                     + " | ".join(cells) + " |")
+        lines.append(f"| {row.task} | {row.base_on or '?'} | {_pct(row.base)} | "
+                     f"{_pct(row.avg_score)} | {avg_lc} | " + " | ".join(cells) + " |")
     lines += ["", "n/a: not measured; undefined: base ability below the floor "
               "(--longscore-floor). LC@length shows the 95% bootstrap interval when the length "
               "has one cell (tasks without depth), else the mean over its depth cells."]
@@ -127,7 +137,8 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow]) -> 
 
 def write_csv(path: Path, suite: str, model: str, rows: list[TaskRow]) -> None:
     lengths = long_lengths(rows)
-    header = ["suite", "model", "task", "claimed_length", "base_ability", "avg_score", "avg_lc"]
+    header = ["suite", "model", "task", "claimed_length", "base_on", "base_ability", "avg_score",
+              "avg_lc"]
     header += [f"score_{format_length(n)}" for n in lengths]
     header += [f"lc_{format_length(n)}" for n in lengths]
     with path.open("w", newline="", encoding="utf-8") as handle:
@@ -135,13 +146,14 @@ def write_csv(path: Path, suite: str, model: str, rows: list[TaskRow]) -> None:
         writer.writerow(header)
         for row in rows:
             writer.writerow(
-                [suite, model, row.task, row.window, _csv(row.base), _csv(row.avg_score),
-                 _csv(row.avg_lc, 1.0)]
+                [suite, model, row.task, row.window, row.base_on, _csv(row.base),
+                 _csv(row.avg_score), _csv(row.avg_lc, 1.0)]
                 + [_csv(row.score_at(n)) if n in row.long_cells else "" for n in lengths]
                 + [_csv(row.lc_at(n), 1.0) if n in row.long_cells else "" for n in lengths])
         base, score, lc = overall(rows)
         window = max((r.window for r in rows), default=0)
-        writer.writerow([suite, model, "overall", window, _csv(base), _csv(score), _csv(lc, 1.0)]
+        writer.writerow([suite, model, "overall", window, "", _csv(base), _csv(score),
+                         _csv(lc, 1.0)]
                         + [""] * (2 * len(lengths)))
 
 
@@ -192,13 +204,13 @@ def plot(path: Path, suite: str, model: str, rows: list[TaskRow], minimum: float
 
 
 def write_summaries(run_dir: Path, results: list[CellResult], base_lengths: str,
-                    minimum: float | None) -> list[Path]:
+                    minimum: float | None, mode: str = RELEASED) -> list[Path]:
     """Markdown, CSV and plot per suite; returns the markdown files written."""
     written = []
     model = results[0].model if results else "?"
     for suite, rows in task_rows(results).items():
         stem = run_dir / f"{PREFIX}-{suite}"
-        stem.with_suffix(".md").write_text(markdown(suite, model, base_lengths, rows),
+        stem.with_suffix(".md").write_text(markdown(suite, model, base_lengths, rows, mode),
                                            encoding="utf-8")
         write_csv(stem.with_suffix(".csv"), suite, model, rows)
         if long_lengths(rows):
