@@ -18,6 +18,7 @@ import re
 import sys
 import types
 import uuid
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -48,7 +49,9 @@ def offline(smollm2: Any) -> Iterator[None]:
     import huggingface_hub
     import transformers
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        # fuzzywuzzy, which utils/metrics.py imports for code tasks, warns without Levenshtein
+        warnings.filterwarnings("ignore", "Using slow pure-python SequenceMatcher")
         patch.setattr(huggingface_hub, "login", lambda *_, **__: None)
         patch.setattr(transformers.AutoTokenizer, "from_pretrained",
                       lambda *_, **__: smollm2.hf)
@@ -644,3 +647,15 @@ def test_base_prompts_are_the_references(ref: SimpleNamespace, smollm2: Any, tas
             compared, identical = compared + 1, identical + (probes == [probe.prompt])
     assert identical == compared
     conformance.record(CATEGORY, "prompts", compared, identical)
+
+
+def test_generation_budgets_are_the_references(ref: SimpleNamespace) -> None:
+    """``config/dataset2maxlen.json``, which ``pred.py`` passes as ``max_gen`` (also to the QA
+    probes). The judge-free yes/no variant, which the reference does not have, answers in a
+    word: 16 tokens rather than single-doc QA's 256 (the score reads the first line either
+    way, unless a model writes more than 16 tokens before its yes or no)."""
+    budgets = json.loads((Path(ref.data.__file__).parents[1] / "config" /
+                          "dataset2maxlen.json").read_text(encoding="utf-8"))
+    for task in PROMPTED:
+        expected = 16 if task == "single_doc_qa_yesno" else budgets[task]
+        assert builtin_task(task).max_new_tokens == expected, task  # type: ignore[attr-defined]
