@@ -71,8 +71,8 @@ def test_random_prose_is_n_repeat_minus_1_blocks_as_in_run_repeat() -> None:
                           None, model)  # type: ignore[arg-type]
     prose = run._prose(plan, 0, repeats=4)
     block = len(tokenizer.encode(task_block(stream[1], 0, 2)))
-    # Cut back to a word boundary, so at most a token short of 3 blocks.
-    assert 3 * block - 2 <= len(tokenizer.encode(prose)) <= 3 * block
+    # Cut at exactly 3 blocks' worth of tokens (n_repeat - 1 = 3).
+    assert len(tokenizer.encode(prose)) == 3 * block
     # Not the rule it replaced (the recall stream minus the block: 134 words here, not 99).
     rest = sum(len(tokenizer.encode(task_block(t, 0, 2))) for t in stream) - block
     assert abs(len(tokenizer.encode(prose)) - rest) > 10

@@ -121,9 +121,12 @@ def test_controlled_settings_have_the_shapes_of_table_3() -> None:
     replay = full(lifelong(spec("replay"), task), task, row)
     assert replay == stream + TASK_SEP + block + tail
 
+    # Remove as the released run_remove.sh runs it (--use_paraphrase), and as Table 3 draws it.
     remove = full(lifelong(spec("remove"), task), task, row)
     others = tuple(t for t in TASKS if t.name != task.name)
-    assert remove == haystack(others, 0, 1) + TASK_SEP + task.instruction + tail
+    assert remove == haystack(others, 0, 1) + TASK_SEP + task.instruction_2 + tail
+    same = full(lifelong(spec("remove-same-instruction"), task), task, row)
+    assert same == haystack(others, 0, 1) + TASK_SEP + task.instruction + tail
     assert block not in remove
 
     random_prompt = full(lifelong(spec("random"), task, prose="Some essay prose."), task, row)
@@ -154,18 +157,20 @@ def test_trailing_spaces_of_the_inference_template_are_dropped() -> None:
     assert query(task, {"text": "hi", "label": "x"}) == "Sentence: hi\nLabel:"
 
 
-def test_irrelevant_prose_is_cut_to_the_token_budget_at_a_word() -> None:
-    essays = ["alpha beta gamma delta epsilon zeta eta theta iota kappa"] * 3
+def test_irrelevant_prose_is_the_essays_joined_repeated_and_cut_at_the_token_budget() -> None:
+    # Lifelong-ICL's get_irrelevant_context: every essay as it is, in order, again until the
+    # budget is reached, then exactly n tokens (here one character each), mid-word if need be.
+    essays = ["One two.\n", "Three"]
 
     def encode(text: str) -> list[int]:
-        return [len(word) for word in text.split()]
+        return [ord(char) for char in text]
 
     def decode(ids: object) -> str:
-        return " ".join("w" * n for n in ids)  # type: ignore[attr-defined]
+        return "".join(chr(i) for i in ids)  # type: ignore[attr-defined]
 
-    prose = irrelevant_prose(essays, encode, decode, 5, seed=3)
-    assert 0 < len(prose.split()) <= 5 and not prose.endswith(" ")
-    assert irrelevant_prose(essays, encode, decode, 0, seed=3) == ""
+    assert irrelevant_prose(essays, encode, decode, 12) == "One two.\nThr"
+    assert irrelevant_prose(essays, encode, decode, 20) == "One two.\nThreeOne tw"
+    assert irrelevant_prose(essays, encode, decode, 0) == ""
 
 
 def _settings(**changes: object) -> HaystackSettings:

@@ -223,10 +223,15 @@ def test_qa_f1_is_the_references_token_f1_of_the_first_line(output: str, golds: 
 
 
 def test_rouge_l_scores_the_first_line_against_the_best_summary() -> None:
+    # The reference's `rouge` package: summary-level ROUGE-L (its union LCS counts "the" twice
+    # here, 10/11 rather than the plain LCS's 5/6), F with a 1e-8 epsilon, case kept, and 0 for
+    # a line it refuses (only full stops). tests/conformance/test_longbench100_reference.py
+    # runs the reference's own rouge_score on hundreds of outputs.
     assert rouge_l_f1("the cat sat on the mat", ["a dog", "the cat sat on a mat"]) == \
-        pytest.approx(5 / 6)
-    assert rouge_l_f1("\nthe cat sat\nignored", ["the cat sat"]) == 1.0
-    assert rouge_l_f1("", ["the cat sat"]) == 0.0
+        pytest.approx(10 / 11, abs=1e-8)
+    assert rouge_l_f1("\nthe cat sat\nignored", ["the cat sat"]) == pytest.approx(1.0, abs=1e-8)
+    assert rouge_l_f1("The Cat sat.", ["the cat sat"]) == pytest.approx(1 / 3, abs=1e-8)
+    assert rouge_l_f1("", ["the cat sat"]) == rouge_l_f1("...", ["the cat sat"]) == 0.0
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -282,11 +287,21 @@ def test_a_suite_run_judges_every_task(pytester: pytest.Pytester) -> None:
 
 
 def test_longscore_over_judged_cells(pytester: pytest.Pytester) -> None:
-    outcome = run(pytester, "--model", "mock:grep", "--lengths", "1k,2k", "--samples", "4",
-                  "--lceval-tasks", "single_doc_qa", "--longscore-base-lengths", "1k",
-                  "--longscore-min", "-20", "--lceval-run", "ls")
-    outcome.assert_outcomes(passed=2)
-    rows = {row["length"]: row for row in read_results(pytester, "ls")}
-    assert rows[1024]["metrics"]["longscore_base"] == pytest.approx(0.25)
-    assert rows[2048]["metrics"]["longscore"] == pytest.approx(0.0)
-    outcome.stdout.fnmatch_lines(["lceval: LongScore summary*"])
+    """The paper's base (the base length's cells) and the released code's (each question about
+    its gold passage alone, no distractors, no length): both recorded and named in the
+    summary."""
+    for mode, on in (("paper", "1k"), ("released", "alone")):
+        outcome = run(pytester, "--model", "mock:grep", "--lengths", "1k,2k", "--samples", "4",
+                      "--lceval-tasks", "single_doc_qa", "--longscore-base-lengths", "1k",
+                      "--longscore-min", "-20", "--longscore-base", mode, "--lceval-run", mode)
+        rows = {row["length"]: row for row in read_results(pytester, mode)}
+        assert {row["metrics"]["longscore_base_on"] for row in rows.values()} == {on}
+        assert {row["metrics"]["longscore_base_mode"] for row in rows.values()} == {mode}
+        assert rows[2048]["metrics"]["longscore_base_n_by_length"] == f"{on}:4"
+        outcome.stdout.fnmatch_lines(["lceval: LongScore summary*"])
+        summary = (pytester.path / "reports" / mode / "longscore-longbench100.md").read_text()
+        assert f"(--longscore-base {mode})" in summary and f"| single_doc_qa | {on} |" in summary
+        if mode == "paper":
+            outcome.assert_outcomes(passed=2)
+            assert rows[1024]["metrics"]["longscore_base"] == pytest.approx(0.25)
+            assert rows[2048]["metrics"]["longscore"] == pytest.approx(0.0)

@@ -255,7 +255,7 @@ def test_a_zero_base_judges_long_cells_by_the_threshold_and_says_why(
     assert all(r["metrics"]["longscore_undefined"].startswith(
         f"{UNDEFINED} at {r['length'] // 1024}k: base ability 0.000") for r in long)
     assert all([j["criterion"] for j in r["judgements"]] == ["threshold"] for r in long)
-    assert "| toy | 0.0 | 18 | 0.0 | undefined | undefined | undefined |" in \
+    assert "| toy | 1k,2k | 0.0 | 18 | 0.0 | undefined | undefined | undefined |" in \
         (suite.path / "reports" / "z" / "longscore-toy.md").read_text()
 
 

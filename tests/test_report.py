@@ -330,7 +330,8 @@ def test_html_report_shows_look_first_skip_reasons_and_skipped_rows(
 
 def test_longbench100_section_has_look_first_score_table_figures_and_longscore_table(
         tmp_path: Path) -> None:
-    base = {"longscore_base": 0.75, "longscore_window": 8192, "longscore_floor": 0.05}
+    base = {"longscore_base": 0.75, "longscore_window": 8192, "longscore_floor": 0.05,
+            "longscore_base_on": "2k"}
     cells = [
         cell("kv_retrieval-2k", 0.75, depth=None, longscore_role="base", **base),
         cell("kv_retrieval-4k", 0.375, "failed", depth=None, longscore_role="long",
@@ -351,7 +352,7 @@ def test_longbench100_section_has_look_first_score_table_figures_and_longscore_t
     assert 'alt="heatmap-longbench100.png"' in section and 'alt="longscore-longbench100.png"' \
         in section
     # LongScore's Table 7 layout, from its markdown, as HTML tables; its CSV only named
-    assert "<td>kv_retrieval</td>\n<td>75.0</td>\n<td>0</td>\n<td>37.5</td>\n<td>-50.0</td>\n" \
-           "<td>-50.0 [-75.0, -25.0]</td>" in section
+    assert "<td>kv_retrieval</td>\n<td>2k</td>\n<td>75.0</td>\n<td>0</td>\n<td>37.5</td>\n" \
+           "<td>-50.0</td>\n<td>-50.0 [-75.0, -25.0]</td>" in section
     assert "The same table for scripts: longscore-longbench100.csv" in section
     assert "<th>suite</th>" not in section

@@ -16,6 +16,7 @@ a seam after the separator would give the model tokens it never reads in the joi
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,9 +34,13 @@ DEMO_SEP = "\n"
 """Between the instruction and demonstrations of a block (``--demo_sep``)."""
 
 RECALL = "recall"
-SETTINGS = ("recall", "replay", "remove", "paraphrase", "random", "repeat", "repeat-shuffle")
-"""Controlled settings of the paper's Table 3; recall is Task Haystack proper."""
-STREAM_SETTINGS = frozenset({"recall", "replay", "remove", "paraphrase"})
+SETTINGS = ("recall", "replay", "remove", "paraphrase", "random", "repeat", "repeat-shuffle",
+            "remove-same-instruction")
+"""Controlled settings of the paper's Table 3; recall is Task Haystack proper.
+``remove-same-instruction`` is Remove as the paper's Table 3 draws it (the test instruction as
+learnt); ``remove`` is Remove as the released ``run_remove.sh`` runs it, with the paraphrase."""
+STREAM_SETTINGS = frozenset({"recall", "replay", "remove", "paraphrase",
+                             "remove-same-instruction"})
 """Settings whose context is the permuted task stream: only they have a depth."""
 REPEAT_SETTINGS = frozenset({"random", "repeat", "repeat-shuffle"})
 """Settings sized by n_repeat copies of the test task's block (the reference's run_repeat.py)."""
@@ -112,7 +117,10 @@ def lifelong(spec: StreamSpec, task: LliclTask, prose: str = "") -> Context:
     recall       stream, then the test instruction                    (Task Haystack)
     paraphrase   stream, then the paraphrased instruction (instruction_2)
     replay       stream, then the test task's block again
-    remove       stream without the test task, then the test instruction
+    remove       stream without the test task, then the paraphrased instruction (the
+                 released scripts/controlled_experiments/run_remove.sh passes
+                 --use_paraphrase)
+    remove-same-instruction  as remove, with the instruction itself (Table 3's drawing)
     random       ``prose`` (irrelevant text, n_repeat - 1 blocks long), then the block
     repeat       the instruction, then the demonstrations n_repeat times (repeat_count)
     repeat-shuffle  as repeat, every copy after the first shuffled
@@ -125,7 +133,9 @@ def lifelong(spec: StreamSpec, task: LliclTask, prose: str = "") -> Context:
         return Context(haystack(spec.stream, r, k), head)
     if setting == "replay":
         return Context(haystack(spec.stream, r, k) + TASK_SEP + task_block(task, r, k))
-    if setting == "remove":
+    if setting in ("remove", "remove-same-instruction"):
+        if setting == "remove":
+            head = TASK_SEP + task.instruction_2 + DEMO_SEP
         others = [other for other in spec.stream if other.name != task.name]
         return Context(haystack(others, r, k), head)
     if setting == "random":
@@ -164,20 +174,23 @@ def repeated_demonstrations(spec: StreamSpec, task: LliclTask) -> list[Mapping[s
 
 
 def stream_subset(task_set: Sequence[str], n_task: int, seed: int) -> tuple[str, ...]:
-    """The tasks of a Scale-Task length setting: the first ``n_task`` of one seeded shuffle of
-    the task set (so smaller settings are nested in larger ones), or the whole set."""
+    """The tasks of a Scale-Task length setting, as the reference's run.py picks them: the
+    first ``n_task`` of the task set shuffled by ``random.Random(seed).sample`` (its
+    ``generate_random_permutations(task_list, len, 1, seed)``), so smaller settings are nested
+    in larger ones; the whole set, in its order, when ``n_task`` is its size."""
     if n_task > len(task_set):
         raise ValueError(f"{n_task} tasks asked of a set of {len(task_set)}")
     if n_task == len(task_set):
         return tuple(task_set)
-    rng = random.Random(case_seed(seed, "haystack-subset", *task_set))
-    return tuple(rng.sample(list(task_set), len(task_set))[:n_task])
+    return tuple(random.Random(seed).sample(list(task_set), len(task_set))[:n_task])
 
 
 def permutations(tasks: Sequence[str], count: int, seed: int) -> list[tuple[str, ...]]:
-    """``count`` seeded permutations of ``tasks``; the first k are the same for any count >= k,
-    so --haystack-permutations=2 runs the first two of the default five."""
-    rng = random.Random(case_seed(seed, "haystack-permutations", *tasks))
+    """``count`` permutations of ``tasks`` as the reference's ``create_permutation`` draws them
+    (successive ``sample``s of one ``random.Random(seed)``), so with the default seed 42 the
+    streams are the paper's; the first k are the same for any count >= k, so
+    --haystack-permutations=2 runs the first two of the default five."""
+    rng = random.Random(seed)
     return [tuple(rng.sample(list(tasks), len(tasks))) for _ in range(count)]
 
 
@@ -187,21 +200,21 @@ def depth_percent(index: int, size: int) -> float:
 
 
 def irrelevant_prose(essays: Sequence[str], encode: Tokenize, decode: Detokenize,
-                     n_tokens: int, seed: int) -> str:
-    """About ``n_tokens`` tokens of essay prose for the Random setting, starting at a seeded
-    essay and cut back to a word boundary (the reference truncates mid-word)."""
+                     n_tokens: int) -> str:
+    """``n_tokens`` tokens of essay prose for the Random setting, as the reference's
+    ``get_irrelevant_context`` makes it: the essays joined as they are, in order, repeated until
+    they reach ``n_tokens``, cut at exactly that many tokens (mid-word if it falls there) and
+    decoded."""
     if n_tokens <= 0 or not essays:
         return ""
-    start = random.Random(seed).randrange(len(essays))
-    pieces: list[str] = []
-    chars = 0
-    index = start
-    while chars < 8 * n_tokens:  # no tokenizer averages 8 characters per token on prose
-        pieces.append(essays[index % len(essays)].strip())
-        chars += len(pieces[-1])
-        index += 1
-        if index - start > 10 * len(essays):
-            break
-    text = decode(encode(" ".join(pieces))[:n_tokens])
-    cut = max(text.rfind(" "), text.rfind("\n"))
-    return (text[:cut] if cut > 0 else text).strip()
+    text = "".join(essays)
+    rounds = 1
+    while len(ids := _encoded(encode, text * rounds)) < n_tokens:
+        rounds += 1
+    return decode(ids[:n_tokens])
+
+
+@functools.lru_cache(maxsize=4)
+def _encoded(encode: Tokenize, text: str) -> list[int]:
+    """The essays' tokens, kept: every Random cell of a run cuts the same text."""
+    return encode(text)

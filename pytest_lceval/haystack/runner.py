@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..evaluation import Evaluator
-from ..grid import case_seed
 from ..models.base import Tokenizer
 from ..models.hf_text import suffix_ids
 from ..models.stored import StoredModel
@@ -162,9 +161,8 @@ class HaystackMeasure:
             raise DoesNotFit(f"the random setting needs essay prose: {exc}") from None
         block = task_block(plan.task, resample, plan.length.n_shot)
         n_tokens = (repeats - 1) * self.model.renderer.count(block)
-        seed = case_seed(plan.seed, "random-prose", plan.task.name, resample, plan.permutation)
         return irrelevant_prose(essays, self.model.tokenizer.encode, self.model.tokenizer.decode,
-                                n_tokens, seed)
+                                n_tokens)
 
     # -- measuring --------------------------------------------------------------------------
 

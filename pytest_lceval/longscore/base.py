@@ -20,13 +20,18 @@ Choices, and why:
 - The prior-knowledge filter applies to base cases as it does to cells.
 - A base length beyond the model's window, or one whose cell cannot be built, is left out and
   named; with none left the base ability is NaN and LongScore is undefined.
+- **What the base is measured on** (``--longscore-base``): by default as 100-LongBench's
+  released code makes its length-0 files, a task that can ask its questions about its gold
+  passages alone (``AloneBase``: the QA and summary tasks) is measured that way, on the N cases
+  of one stratum ``alone`` and no base length; every other task, and every task under
+  ``paper``, on the base lengths.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..evaluation import Evaluator
 from ..grid import Cell, format_depth, format_length
@@ -34,11 +39,11 @@ from ..prior_knowledge import exclude_known
 from ..progress import CellProgress
 from ..records import Case, stable_hash
 from ..stats import stratified_mean
-from ..tasks.base import CellDoesNotFit, GenerationTask
+from ..tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ..workers import worker_label
-from .config import LongScoreSettings
+from .config import RELEASED, LongScoreSettings
 
-BASE_VERSION = 2
+BASE_VERSION = 3
 """Part of the store key: bump when the way the base is computed changes."""
 
 
@@ -70,6 +75,11 @@ class BaseAbility:
             counts[length] = counts.get(length, 0) + len(scores)
         return counts
 
+    def measured_on(self) -> str:
+        """What the base was measured on: 'alone' (the gold passages alone) or its lengths,
+        e.g. '2k,4k,6k'."""
+        return ",".join(self.rules)
+
     def describe(self) -> str:
         """E.g. 'base ability 0.667 (N=18: 1k 9, 2k 9; all cases of the run's cells)'."""
         counts = self.n_by_length()
@@ -95,6 +105,20 @@ class BaseAbility:
 
 ALL_CASES = "all cases of the run's cells"
 N_THIRD = "N/3 per length"
+ALONE = "alone"
+"""The stratum (and rule) of a base measured on the gold passages alone."""
+ALONE_RULE = "the gold passages alone, no distractors (the released code's length 0)"
+
+
+@runtime_checkable
+class AloneBase(Protocol):
+    """A task whose questions can be asked about their own passages alone (100-LongBench's
+    QA and summary tasks, whose released base is that)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def base_cases(self, cell: Cell, context: BuildContext) -> list[Case]: ...
 
 
 def samples_per_length(samples: int) -> int:
@@ -118,7 +142,8 @@ class BaseAbilities:
         model = evaluator.model
         cases, left_out, rules = self._base_cases(evaluator, suite, task)
         key = stable_hash({
-            "longscore-base": BASE_VERSION, "fingerprint": model.fingerprint,
+            "longscore-base": BASE_VERSION, "base": self.settings.base,
+            "fingerprint": model.fingerprint,
             "suite": suite, "task": task.name, "judge": evaluator.judge_identity(task),
             "prior_knowledge": evaluator.settings.prior_knowledge_threshold,
             "cases": {stratum: [c.request().key() for c in group]
@@ -133,6 +158,9 @@ class BaseAbilities:
         """The cases of each base cell by stratum (all of them when the run measures that
         length, else the first N/3), the strata left out, and the rule per length."""
         settings, window = evaluator.settings, evaluator.model.context_window
+        if self.settings.base == RELEASED and isinstance(task, AloneBase):
+            return _alone(task, Cell(suite, task.name, 0, None, settings.samples),
+                          evaluator.context_for(task), window)
         depths = settings.depths if task.uses_depth else (None,)
         cases: dict[str, list[Case]] = {}
         left_out: dict[str, str] = {}
@@ -153,7 +181,6 @@ class BaseAbilities:
                 except CellDoesNotFit as exc:
                     left_out[stratum] = str(exc)
         return cases, left_out, rules
-
 
 @dataclass(frozen=True)
 class BaseAbilityNeed:
@@ -178,6 +205,18 @@ class MeasuredBase:
 
     ability: BaseAbility
     window: int
+
+
+def _alone(task: AloneBase, cell: Cell, context: BuildContext, window: int
+           ) -> tuple[dict[str, list[Case]], dict[str, str], dict[str, str]]:
+    """The N cases of the task's questions about their passages alone, one stratum."""
+    rules = {ALONE: ALONE_RULE}
+    cases = task.base_cases(cell, context)
+    longest = max((case.total_tokens for case in cases), default=0)
+    if longest > window:
+        return {}, {ALONE: f"a case takes {longest} tokens with its generation budget, beyond "
+                           f"the model's window of {window} tokens"}, rules
+    return {ALONE: cases}, {}, rules
 
 
 def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[Case]],

@@ -14,6 +14,12 @@ from ..settings import option_value
 
 DEFAULT_BASE_LENGTHS = "2k,4k,6k"
 DEFAULT_FLOOR = 0.05
+RELEASED, PAPER = "released", "paper"
+BASES = (RELEASED, PAPER)
+"""--longscore-base: what a task's base ability is measured on. ``released``, as
+100-LongBench's released code (``generate_dataset.py``) makes its length-0 files: the QA and
+summary tasks on their gold passages alone (no distractors, no length), the others on the base
+lengths; ``paper``, as its §3.2 states: every task on the base lengths."""
 OFF = ("off", "none")
 """Values of --longscore-base-lengths that turn LongScore off."""
 
@@ -28,6 +34,8 @@ class LongScoreSettings:
     """A base ability below this (score 0..1) makes LC undefined instead of a huge ratio."""
     mean_minimum: float | None = None
     """Least mean LC in percent over a suite's long cells (a suite-level gate); None = off."""
+    base: str = RELEASED
+    """RELEASED or PAPER (see BASES)."""
 
     def role(self, length: int) -> str:
         """'base' for a base length, 'long' beyond the longest one, 'short' otherwise.
@@ -51,8 +59,8 @@ class LongScoreSettings:
         if not self.base_lengths:
             return "off"
         bound = "recorded only" if self.minimum is None else f"LC >= {self.minimum:g}%"
-        return (f"base lengths {','.join(format_length(n) for n in self.base_lengths)}, "
-                f"floor {self.floor:g}, {bound}")
+        return (f"base lengths {','.join(format_length(n) for n in self.base_lengths)} "
+                f"(--longscore-base {self.base}), floor {self.floor:g}, {bound}")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -63,6 +71,11 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--longscore-base-lengths", dest="longscore_base_lengths", default=None,
                     help=f"lengths whose mean score is the base ability (default "
                          f"{DEFAULT_BASE_LENGTHS}; 'off' disables LongScore)")
+    group.addoption("--longscore-base", dest="longscore_base", default=None,
+                    help=f"what a task's base ability is measured on: {RELEASED} (default, "
+                         f"100-LongBench's released code: QA and summary tasks on their gold "
+                         f"passages alone, other tasks on the base lengths) or {PAPER} (the "
+                         f"paper: every task on the base lengths)")
     group.addoption("--longscore-floor", dest="longscore_floor", default=None,
                     help=f"base ability (0..1) below which LongScore is undefined (default "
                          f"{DEFAULT_FLOOR})")
@@ -73,6 +86,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("longscore_mean_min", "default --longscore-mean-min", type="string")
     parser.addini("longscore_base_lengths", "default --longscore-base-lengths", type="string")
     parser.addini("longscore_floor", "default --longscore-floor", type="string")
+    parser.addini("longscore_base", "default --longscore-base", type="string")
 
 
 def resolve(config: pytest.Config, reduced_grid: bool = False) -> LongScoreSettings:
@@ -92,7 +106,15 @@ def resolve(config: pytest.Config, reduced_grid: bool = False) -> LongScoreSetti
                   "Give a score fraction such as --longscore-floor 0.05."),
         mean_minimum=get("longscore_mean_min", _percent, None,
                          "Give a percentage such as --longscore-mean-min -10."),
+        base=get("longscore_base", _base, RELEASED, f"Give {' or '.join(BASES)}."),
     )
+
+
+def _base(text: Any) -> str:
+    value = str(text).strip().lower()
+    if value not in BASES:
+        raise ValueError(f"unknown base {text!r}")
+    return value
 
 
 def _base_lengths(text: Any) -> tuple[int, ...]:

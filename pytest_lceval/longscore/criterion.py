@@ -116,6 +116,8 @@ def _base_metrics(role: str, base: BaseAbility, settings: LongScoreSettings,
         "longscore_base_rules": ",".join(f"{length}:{rule}" for length, rule
                                          in base.rules.items()),
         "longscore_base_strata": ",".join(base.strata),
+        "longscore_base_mode": settings.base,
+        "longscore_base_on": base.measured_on(),
         "longscore_floor": settings.floor,
         "longscore_window": window,
     }

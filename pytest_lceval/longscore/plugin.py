@@ -76,7 +76,7 @@ def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
     if settings is None:
         return
     lengths = ",".join(format_length(n) for n in settings.base_lengths)
-    written = write_summaries(run_dir, results, lengths, settings.minimum)
+    written = write_summaries(run_dir, results, lengths, settings.minimum, settings.base)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         for path in written:

@@ -29,6 +29,7 @@ import numpy as np
 from ..grid import format_depth, format_length
 from ..results import CellResult
 from ..stats import longscore
+from .config import RELEASED
 
 PREFIX = "longscore"
 
@@ -42,6 +43,8 @@ class TaskRow:
     """Base ability 0..1 (None when undefined)."""
     window: int
     floor: float
+    base_on: str = ""
+    """'alone' (the gold passages alone) or the base lengths, e.g. '2k,4k,6k'."""
     long_cells: dict[int, list[CellResult]] = field(default_factory=dict)
     base_n: int = 0
     """Cases behind the base ability."""
@@ -97,6 +100,7 @@ def task_rows(results: list[CellResult]) -> dict[str, list[TaskRow]]:
             rows[key] = TaskRow(result.task, metrics.get("longscore_base"),
                                 int(metrics.get("longscore_window", 0)),
                                 float(metrics.get("longscore_floor", 0.0)),
+                                str(metrics.get("longscore_base_on", "")),
                                 base_n=int(metrics.get("longscore_base_n", 0)),
                                 base_strata=tuple(s for s in strata.split(",") if s),
                                 base_rules=str(metrics.get("longscore_base_rules", "")))
@@ -123,15 +127,20 @@ def overall(rows: list[TaskRow]) -> tuple[float | None, float | None, float | No
     return base, score, longscore(score, base, max(r.floor for r in measured))
 
 
-def rules(rows: list[TaskRow], base_lengths: str, minimum: float | None) -> str:
+def rules(rows: list[TaskRow], base_lengths: str, minimum: float | None, mode: str) -> str:
     """The paragraph that says how the base and the verdicts were computed in this run."""
     recorded = next((row.base_rules for row in rows if row.base_rules), "")
     taken = "; ".join(f"{length} {rule}" for length, _, rule in
                       (part.partition(":") for part in recorded.split(",") if part))
     depths = next((row.depths for row in rows if row.depths), [])
     floor = max((row.floor for row in rows), default=0.0)
-    text = (f"Base Ability: the mean over the base lengths {base_lengths} of each length's mean "
-            f"score{f' (cases: {taken})' if taken else ''}; Base N is its number of cases.")
+    on = (f"the gold passages alone (no distractors) for the tasks whose Base on is 'alone', "
+          f"and for the others the mean over the base lengths {base_lengths} of each length's "
+          f"mean score, as 100-LongBench's released code measures it" if mode == RELEASED else
+          f"the mean over the base lengths {base_lengths} of each length's mean score, for "
+          f"every task, as 100-LongBench's paper states it")
+    text = (f"Base Ability (--longscore-base {mode}): {on}"
+            f"{f' (cases: {taken})' if taken else ''}; Base N is its number of cases.")
     if depths:
         text += (f" A task with depths pools them into one base (depths "
                  f"{', '.join(depths)} %), so each of its depth cells at a long length is "
@@ -140,19 +149,19 @@ def rules(rows: list[TaskRow], base_lengths: str, minimum: float | None) -> str:
     bound = "recorded, not asserted" if minimum is None else \
         f"a long cell fails when its LC is below --longscore-min {minimum:+g}%"
     return (text + f" Verdicts: {bound}. LC is undefined where the base ability is below the "
-            f"floor {floor:g} (--longscore-floor): such a cell's verdict is skipped, its score "
-            f"is still measured and shown.")
+            f"floor {floor:g} (--longscore-floor): the score threshold judges such a cell "
+            f"instead, and its score is shown.")
 
 
 def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow],
-             minimum: float | None = None) -> str:
+             minimum: float | None = None, mode: str = RELEASED) -> str:
     lengths = long_lengths(rows)
     base, score, lc = overall(rows)
     window = max((r.window for r in rows), default=0)
     measured = sum(r.base is not None and r.avg_score is not None for r in rows)
     lines = [
         f"# LongScore: {suite}, {model}", "",
-        rules(rows, base_lengths, minimum) + " Avg score: mean over the long lengths "
+        rules(rows, base_lengths, minimum, mode) + " Avg score: mean over the long lengths "
         f"{', '.join(format_length(n) for n in lengths) or '(none)'}. Avg LC: "
         "(Avg score - Base) / Base. The model row averages the "
         f"{measured} task{'' if measured == 1 else 's'} measured at "
@@ -162,15 +171,15 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow],
         "| --- | --- | --- | --- | --- |",
         f"| {model} | {format_length(window) if window else '?'} | {_pct(base)} | {_pct(score)} "
         f"| {_num(lc) if lengths else 'n/a'} |", "", "## Per task", "",
-        "| Task | Base Ability | Base N | Avg score | Avg LC | "
+        "| Task | Base on | Base Ability | Base N | Avg score | Avg LC | "
         + " | ".join(f"LC@{format_length(n)}" for n in lengths) + " |",
-        "| --- " * (5 + len(lengths)) + "|",
+        "| --- " * (6 + len(lengths)) + "|",
     ]
     for row in rows:
         cells = [_lc_cell(row, n) for n in lengths]
         avg_lc = _num(row.avg_lc) if row.long_cells else "n/a"
-        lines.append(f"| {row.task} | {_pct(row.base)} | {row.base_n} | {_pct(row.avg_score)} "
-                     f"| {avg_lc} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row.task} | {row.base_on or '?'} | {_pct(row.base)} | {row.base_n} | "
+                     f"{_pct(row.avg_score)} | {avg_lc} | " + " | ".join(cells) + " |")
     lines += ["", "n/a: not measured; undefined: base ability below the floor "
               "(--longscore-floor). LC@length shows the 95% bootstrap interval when the length "
               "has one cell (tasks without depth)."]
@@ -179,7 +188,8 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow],
 
 def write_csv(path: Path, suite: str, model: str, rows: list[TaskRow]) -> None:
     lengths = long_lengths(rows)
-    header = ["suite", "model", "task", "claimed_length", "base_ability", "avg_score", "avg_lc"]
+    header = ["suite", "model", "task", "claimed_length", "base_on", "base_ability", "avg_score",
+              "avg_lc"]
     header += [f"score_{format_length(n)}" for n in lengths]
     header += [f"lc_{format_length(n)}" for n in lengths]
     with path.open("w", newline="", encoding="utf-8") as handle:
@@ -187,13 +197,14 @@ def write_csv(path: Path, suite: str, model: str, rows: list[TaskRow]) -> None:
         writer.writerow(header)
         for row in rows:
             writer.writerow(
-                [suite, model, row.task, row.window, _csv(row.base), _csv(row.avg_score),
-                 _csv(row.avg_lc, 1.0)]
+                [suite, model, row.task, row.window, row.base_on, _csv(row.base),
+                 _csv(row.avg_score), _csv(row.avg_lc, 1.0)]
                 + [_csv(row.score_at(n)) if n in row.long_cells else "" for n in lengths]
                 + [_csv(row.lc_at(n), 1.0) if n in row.long_cells else "" for n in lengths])
         base, score, lc = overall(rows)
         window = max((r.window for r in rows), default=0)
-        writer.writerow([suite, model, "overall", window, _csv(base), _csv(score), _csv(lc, 1.0)]
+        writer.writerow([suite, model, "overall", window, "", _csv(base), _csv(score),
+                         _csv(lc, 1.0)]
                         + [""] * (2 * len(lengths)))
 
 
@@ -327,13 +338,14 @@ def _lowest(rows: list[TaskRow]) -> str:
 
 
 def write_summaries(run_dir: Path, results: list[CellResult], base_lengths: str,
-                    minimum: float | None) -> list[Path]:
+                    minimum: float | None, mode: str = RELEASED) -> list[Path]:
     """Markdown, CSV and plot per suite; returns the markdown files written."""
     written = []
     model = results[0].model if results else "?"
     for suite, rows in task_rows(results).items():
         stem = run_dir / f"{PREFIX}-{suite}"
-        stem.with_suffix(".md").write_text(markdown(suite, model, base_lengths, rows, minimum),
+        stem.with_suffix(".md").write_text(markdown(suite, model, base_lengths, rows, minimum,
+                                                    mode),
                                            encoding="utf-8")
         write_csv(stem.with_suffix(".csv"), suite, model, rows)
         if long_lengths(rows):

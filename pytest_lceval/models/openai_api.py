@@ -59,7 +59,7 @@ from ..records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
 from . import topk_rank
 from .backend import BaseBackend, Stopwatch
 from .base import cut_at_stop
-from .hf_text import HFText, first_token_ids
+from .hf_text import HFText
 from .openai_setup import (
     TextSide,
     TiktokenText,
@@ -271,9 +271,8 @@ class OpenAIBackend(BaseBackend):
         seconds = clock.per(1)
         if top:
             self._set_logprobs(True)
-            texts = self._option_texts(prompt, request.options)
-            return topk_rank.rank_from_top(top, topk_rank.pooled_keys(top, texts), tokens,
-                                           seconds)
+            return topk_rank.rank_from_top(top, topk_rank.spellings(self.text, request.options),
+                                           tokens, seconds)
         if want_logprobs:
             self._set_logprobs(False)
         if budget == 1:  # logprobs were offered before but not this time: ask for text
@@ -300,12 +299,6 @@ class OpenAIBackend(BaseBackend):
             top = {item.token: item.logprob for item in content[0].top_logprobs} \
                 if content else {}
         return text, top, reply.usage.prompt_tokens if reply.usage else None
-
-    def _option_texts(self, prompt: str, options: Sequence[str]) -> list[str]:
-        """The text of each option's first token as the server would report it."""
-        if self.mode == "chat" and not isinstance(self.text, HFText):
-            return [self.text.decode(self.text.encode(option.strip())[:1]) for option in options]
-        return [self.text.decode([token]) for token in first_token_ids(self.text, prompt, options)]
 
     def _set_logprobs(self, offered: bool) -> None:
         with self._lock:

@@ -15,11 +15,11 @@ passes for the real thing.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from ..records import Ranking
+from .base import Tokenizer
 
 LOGPROBS = "logprobs"
 BOUNDED = "logprobs-bound"
@@ -33,14 +33,16 @@ def rank_from_top(top: Mapping[K, float], wanted: Sequence[Iterable[K]],
                   prompt_tokens: int, seconds: float = 0.0) -> Ranking:
     """A Ranking from the top-k log-probabilities of the next token.
 
-    ``wanted[i]`` are the keys (token ids or token texts) that stand for option i; several keys
-    (e.g. 'yes' and ' yes') are pooled with log-sum-exp, as the model may start the option
-    either way. Options absent from ``top`` get None (see the module docstring).
+    ``wanted[i]`` are the keys (token ids or token texts) that stand for option i; of several
+    keys (e.g. 'yes' and ' yes') the most likely one counts, as in the reference code's
+    ``rank_postprocess`` for OpenAI models, which looks the option up with and without its
+    leading space and takes the maximum. Options absent from ``top`` get None (see the module
+    docstring).
     """
     scores: list[float | None] = []
     for keys in wanted:
         found = [top[key] for key in keys if key in top]
-        scores.append(_logsumexp(found) if found else None)
+        scores.append(max(found) if found else None)
     best = max(top, key=top.__getitem__) if top else None
     top_in_options = best is not None and any(best in set(keys) for keys in wanted)
     return Ranking(tuple(scores), top_in_options, prompt_tokens, seconds,
@@ -59,13 +61,10 @@ def rank_by_match(text: str, options: Sequence[str], prompt_tokens: int,
     return Ranking(scores, chosen is not None, prompt_tokens, seconds, GENERATE_MATCH)
 
 
-def pooled_keys(top: Mapping[str, float], texts: Sequence[str]) -> list[list[str]]:
-    """For each option's first-token text, the returned token texts that are the same token up to
-    surrounding whitespace (servers differ on whether they report the leading space)."""
-    return [[key for key in top if key.strip() == text.strip() and key.strip()]
-            for text in texts]
-
-
-def _logsumexp(values: Sequence[float]) -> float:
-    peak = max(values)
-    return peak + math.log(sum(math.exp(v - peak) for v in values))
+def spellings(tokenizer: Tokenizer, options: Sequence[str]) -> list[list[str]]:
+    """For each option, the texts a server may report for its first token: the first subword of
+    the option and of the option after a space, as Lifelong-ICL's ``get_label_tokens`` looks
+    them up for OpenAI models (either spelling can start the answer)."""
+    return [list(dict.fromkeys(tokenizer.decode(tokenizer.encode(text)[:1])
+                               for text in (option, " " + option)))
+            for option in options]

@@ -25,6 +25,7 @@ uniform guess among the answers the prompt allows).
 
 from __future__ import annotations
 
+import itertools
 import random
 import uuid
 from abc import ABC, abstractmethod
@@ -62,6 +63,8 @@ from .packing import Fitted, Packer, Passage, depth_of
 
 KV_PAIRS = 3
 STARS = 4
+DRAWS = 50
+"""Draws of a KV or stars context before a cell is said not to fit (see among_articles)."""
 MAX_COPIES = 3
 """Passage count: each article appears 1..MAX_COPIES times, as in the reference."""
 
@@ -108,15 +111,24 @@ class LongBenchTask(ABC):
     uses_depth: bool = False
     stop: tuple[str, ...] = ()
     """None: the reference generates its whole budget and scores the first line."""
+    use_chat_template: bool = False
+    """The reference runs local models on the raw prompt (``HFModel`` sets
+    ``use_chat_template=False`` and tokenizes the prompt as it is), so ``--chat-template auto``
+    renders these tasks without the model's template (``chat_choice``); ``on`` applies it."""
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
+        return self.cases(cell, context, self.layout)
+
+    def cases(self, cell: Cell, context: BuildContext, layout_of: Callable[[Draw], Layout]
+              ) -> list[Case]:
+        """The cell's cases, each laid out by ``layout_of`` from its own seeded draw."""
         pool = self.pool(context.data)
         budget = cell.length - self.max_new_tokens
         cases = []
         for index in range(cell.samples):
             rng = random.Random(case_seed(context.seed, self.name, cell.length, cell.depth, index))
-            layout = self.layout(Draw(rng, index, pool, Packer(context, self.unit), budget,
-                                      context))
+            layout = layout_of(Draw(rng, index, pool, Packer(context, self.unit), budget,
+                                    context))
             cases.append(Case(
                 index, layout.fitted.text, layout.gold, layout.fitted.tokens, layout.depth,
                 self.max_new_tokens, self.stop, context.renderer.chat_source(layout.prompt),
@@ -168,6 +180,26 @@ class LongBenchTask(ABC):
             Callable[[Sequence[Passage]], str]:
         return lambda passages: draw.context.renderer.render(prompt(passages))
 
+    def among_articles(self, draw: Draw, lines: Sequence[str], in_order: bool,
+                       render: Callable[[Sequence[Passage]], str]) -> Fitted:
+        """Articles packed beside ``lines`` (key-value pairs, penguin counts), each line before
+        a different one. As the reference, a context with fewer than one article per line plus
+        one is drawn again (its ``if len(choices) < ...: continue``); after ``DRAWS`` tries the
+        cell does not fit."""
+        packer = draw.packer
+        room = packer.room(render, [], draw.budget, self.line_cost(draw, lines))
+        least = len(lines) + 1
+        for _ in range(DRAWS):
+            found = packer.fill(distractors(draw.rng, draw.pool), room)
+            if len(found) >= least:
+                fitted = packer.fit(interleave(draw.rng, found, lines, in_order), render,
+                                    draw.budget)
+                if len(articles(fitted.passages)) >= least and separate(fitted.passages):
+                    return fitted
+        raise CellDoesNotFit(f"{DRAWS} draws of articles never put {least} beside the "
+                             f"{len(lines)} inserted lines in {room} tokens (budget "
+                             f"{draw.budget})")
+
 
 def articles(passages: Sequence[Passage]) -> list[Passage]:
     """The numbered articles of a context (inserted lines left out)."""
@@ -192,19 +224,21 @@ def interleave(rng: random.Random, passages: list[Passage], lines: Sequence[str]
                in_order: bool) -> list[Passage]:
     """``lines`` as pinned paragraphs, each before a different article chosen at random (the
     reference's ``random.sample`` of positions); ``in_order``: the lines keep their order in the
-    context, else their order is random too. With fewer articles than lines, some articles get
-    more than one."""
-    count = len(passages)
-    if count >= len(lines):
-        positions = rng.sample(range(count), len(lines))
-    else:
-        positions = [rng.randrange(count) for _ in lines]
+    context, else their order is random too."""
+    positions = rng.sample(range(len(passages)), len(lines))
     if in_order:
         positions.sort()
-    before: dict[int, list[Passage]] = {}
-    for line, position in zip(lines, positions, strict=True):
-        before.setdefault(position, []).append(Passage(line, pinned=True))
-    return [item for i, passage in enumerate(passages) for item in [*before.get(i, []), passage]]
+    before = {position: Passage(line, pinned=True) for line, position in zip(lines, positions,
+                                                                              strict=True)}
+    return [item for i, passage in enumerate(passages)
+            for item in ([before[i]] if i in before else []) + [passage]]
+
+
+def separate(passages: Sequence[Passage]) -> bool:
+    """Every inserted line is directly followed by an article (so no two share one), as the
+    reference places them."""
+    return all(passage.article >= 0 for previous, passage in itertools.pairwise(passages)
+               if previous.article < 0) and (not passages or passages[-1].article >= 0)
 
 
 def _random_key(rng: random.Random) -> str:
@@ -224,7 +258,7 @@ class KVRetrieval(LongBenchTask):
                     "kv_retrieval_score)")
 
     def layout(self, draw: Draw) -> Layout:
-        rng, packer = draw.rng, draw.packer
+        rng = draw.rng
         keys = [_random_key(rng) for _ in range(KV_PAIRS + 1)]
         pairs = [KV_PAIR.format(key=keys[i], value=keys[i + 1]) for i in range(KV_PAIRS)]
         question = KV_QUESTION.format(key=keys[0])
@@ -232,11 +266,7 @@ class KVRetrieval(LongBenchTask):
         def prompt(passages: Sequence[Passage]) -> Prompt:
             return Prompt(KV_PROMPT.format(context=self.context_text(passages), input=question))
 
-        render = self.renderer_for(draw, prompt)
-        room = packer.room(render, [], draw.budget, self.line_cost(draw, pairs))
-        found = _require(packer.fill(distractors(rng, draw.pool), room),
-                         "beside the key-value pairs", room, draw.budget)
-        fitted = packer.fit(interleave(rng, found, pairs, in_order=False), render, draw.budget)
+        fitted = self.among_articles(draw, pairs, False, self.renderer_for(draw, prompt))
         return Layout(prompt(fitted.passages), fitted, (keys[1],),
                       depth_of(self.context_text(fitted.passages), pairs[0]),
                       1 / len(keys), {"key": keys[0]})
@@ -247,7 +277,7 @@ class KVRetrieval(LongBenchTask):
 
 class CountingStars(LongBenchTask):
     def layout(self, draw: Draw) -> Layout:
-        rng, packer = draw.rng, draw.packer
+        rng = draw.rng
         counts = [rng.randint(1, 100) for _ in range(STARS)]
         options = [UNANSWERABLE, *map(str, star_options(rng, counts))]
         answer = options.index(str(counts)) + 1
@@ -258,16 +288,12 @@ class CountingStars(LongBenchTask):
             return Prompt(STARS_PROMPT.format(context=self.context_text(passages),
                                               input=question))
 
-        render = self.renderer_for(draw, prompt)
-        room = packer.room(render, [], draw.budget, self.line_cost(draw, stars))
-        found = _require(packer.fill(distractors(rng, draw.pool), room),
-                         "beside the penguin counts", room, draw.budget)
-        fitted = packer.fit(interleave(rng, found, stars, in_order=True), render, draw.budget)
+        fitted = self.among_articles(draw, stars, True, self.renderer_for(draw, prompt))
         return Layout(prompt(fitted.passages), fitted, (str(answer), str(counts)), None,
                       1 / len(options), {"options": options})
 
     def score(self, output: str, case: Case) -> float:
-        return float(first_number(output) == int(case.gold[0]))
+        return float(first_number(output) == case.gold[0])
 
 
 class PassageRetrieval(LongBenchTask):
@@ -303,7 +329,7 @@ class PassageRetrieval(LongBenchTask):
                              f"the budget is {draw.budget} tokens")
 
     def score(self, output: str, case: Case) -> float:
-        return float(first_number(output) == int(case.gold[0]))
+        return float(first_number(output) == case.gold[0])
 
 
 class PassageCount(LongBenchTask):
@@ -316,10 +342,15 @@ class PassageCount(LongBenchTask):
         render = self.renderer_for(draw, prompt)
         room = left = packer.room(render, [], draw.budget)
         repeated: list[Passage] = []
+        seen: set[str] = set()
         for article in distractors(rng, draw.pool):
             # 1-3 copies as the reference draws them, fewer when only fewer fit: an article is
             # left out only when not even one copy fits, so the prompt ends within one article
-            # of its length.
+            # of its length. A text already drawn (boolq has passages under two questions) is
+            # passed over, or the count would hold two "unique" paragraphs that read the same.
+            if article.text in seen:
+                continue
+            seen.add(article.text)
             cost = packer.cost(article.text)
             copies = min(rng.randint(1, MAX_COPIES), left // cost)
             if copies:
@@ -333,7 +364,7 @@ class PassageCount(LongBenchTask):
                       1 / len(fitted.passages), {"repeated": len(fitted.passages) - unique})
 
     def score(self, output: str, case: Case) -> float:
-        return float(first_number(output) == int(case.gold[0]))
+        return float(first_number(output) == case.gold[0])
 
 
 def score_yes_no(output: str, case: Case) -> float:
@@ -371,6 +402,9 @@ class AboutArticles(LongBenchTask):
     substitute: str = ""
     """What data stands in for the reference's where the data directory lacks it (results say
     so in ``meta["substitute"]``)."""
+    shuffle_alone: bool = True
+    """Whether the base's passages (``alone``) are shuffled, as the reference's multi-doc
+    summary base shuffles its passages; else they keep the question's order."""
 
     @abstractmethod
     def questions(self, draw: Draw) -> Sequence[Question]:
@@ -385,8 +419,7 @@ class AboutArticles(LongBenchTask):
 
     def layout(self, draw: Draw) -> Layout:
         rng, packer, pool = draw.rng, draw.packer, draw.pool
-        questions = self.questions(draw)
-        asked = questions[self.question_order(draw, len(questions))[draw.index % len(questions)]]
+        asked = self.asked(draw)
         pinned = [Passage(pool.articles[i].text, i, pinned=True) for i in asked.articles]
 
         def prompt(passages: Sequence[Passage]) -> Prompt:
@@ -402,9 +435,39 @@ class AboutArticles(LongBenchTask):
         depth = depth_of(self.context_text(fitted.passages),
                          self.entry.format(number=numbers[0], text=pinned[0].text))
         return Layout(prompt(fitted.passages), fitted, asked.answers, depth, self.chance,
-                      {"question": asked.text, "question_id": asked.key,
-                       "passage_number": numbers[0], "passage_numbers": numbers,
-                       **({"substitute": self.substitute} if self.substitute else {})})
+                      self.meta(asked, numbers))
+
+    def base_cases(self, cell: Cell, context: BuildContext) -> list[Case]:
+        """The base of 100-LongBench's released code (its length-0 files,
+        ``generate_dataset_*_base``): each case's question asked about its own passages alone,
+        with no distractors, in the task's prompt. ``cell.length`` (0) bounds nothing; the
+        questions are those of every other length."""
+        return self.cases(cell, context, self.alone)
+
+    def alone(self, draw: Draw) -> Layout:
+        asked = self.asked(draw)
+        passages = [Passage(draw.pool.articles[i].text, i, pinned=True) for i in asked.articles]
+        if self.shuffle_alone:
+            draw.rng.shuffle(passages)
+        prompt = self.prompt_alone(asked, passages)
+        text = draw.context.renderer.render(prompt)
+        fitted = Fitted(tuple(passages), text, draw.packer.count(text))
+        return Layout(prompt, fitted, asked.answers, None, self.chance,
+                      self.meta(asked, pinned_numbers(passages)))
+
+    def prompt_alone(self, asked: Question, passages: Sequence[Passage]) -> Prompt:
+        """The prompt of ``alone``: the task's own, unless the reference's base words it
+        otherwise."""
+        return self.prompt(asked, passages)
+
+    def asked(self, draw: Draw) -> Question:
+        questions = self.questions(draw)
+        return questions[self.question_order(draw, len(questions))[draw.index % len(questions)]]
+
+    def meta(self, asked: Question, numbers: list[int]) -> dict[str, Any]:
+        return {"question": asked.text, "question_id": asked.key, "passage_number": numbers[0],
+                "passage_numbers": numbers,
+                **({"substitute": self.substitute} if self.substitute else {})}
 
     def question_order(self, draw: Draw, count: int) -> list[int]:
         """Indices of ``count`` questions in a per-task order (seeded by task, not by length)."""

@@ -46,6 +46,8 @@ from .longbench import AboutArticles, Draw, Question, Scorer, SingleDocQA, pinne
 from .longbench_text import (
     MULTI_SUM_INSTRUCTION,
     MULTI_SUM_PROMPT,
+    QA_ALONE_INSTRUCTION,
+    QA_PROMPT,
     SINGLE_SUM_INSTRUCTION,
     SINGLE_SUM_PROMPT,
     qa_f1,
@@ -122,9 +124,14 @@ class MultiDocQA(OpenQA):
     """``multi_doc_qa``: an open question about the passages the instruction lists."""
 
     reads: tuple[str, str] = NQ_ORACLE
+    shuffle_alone: bool = False
 
     def sources(self, data: DataSource) -> Sources:
         return nq_sources(data)
+
+    def prompt_alone(self, asked: Question, passages: Sequence[Passage]) -> Prompt:
+        return Prompt(QA_PROMPT.format(context=self.context_text(passages),
+                                       instruction=QA_ALONE_INSTRUCTION, input=asked.text))
 
 
 @dataclass

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ..metrics import normalize_answer, rouge_f1
+from ..metrics import normalize_answer
 
 _NUMBER = re.compile(r"\d+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -65,6 +65,9 @@ QA_PROMPT = (
     "following the instruction: \n{instruction}\n\nQuestion: {input}\nOnly give me the answer "
     "and do not output any other words. Answer:\n")
 QA_INSTRUCTION = "Answer the question related with Passage {number}. "
+QA_ALONE_INSTRUCTION = "Answer the question related with these passages "
+"""The reference's multi-doc QA base (``generate_dataset_multi_doc_qa_base``): the question's
+own passages only, in their order, none named."""
 QA_PROBE_PROMPT = (
     "Answer the question as concisely as you can, using a single phrase or sentence if "
     'possible. If the question cannot be answered, write "unanswerable". Do not provide any '
@@ -126,18 +129,31 @@ def qa_f1(output: str, golds: Sequence[str]) -> float:
 
 
 def rouge_l_f1(output: str, golds: Sequence[str]) -> float:
-    """ROUGE-L F1 of the answer's first line, best over the reference summaries (the
-    reference's original summary metric, here by the ``rouge-score`` package)."""
+    """ROUGE-L F1 of the answer's first line, best over the reference summaries: the
+    reference's original summary metric (``rouge_score`` of ``utils/metrics.py``), by the same
+    ``rouge`` package: summary-level LCS over sentences split at full stops, case and
+    punctuation kept; 0 for an empty line, or where that package refuses the pair (a line of
+    full stops only)."""
     said = first_line(output)
-    if not said.strip():
+    if not said:
         return 0.0
-    return max(rouge_f1("rougeL", said, gold, stemmer=False) for gold in golds)
+    return max(_rouge_l(said, gold) for gold in golds)
 
 
-def first_number(output: str) -> int | None:
-    """The first whole number of the answer's first line (the reference's ``acc_score``)."""
+def _rouge_l(said: str, gold: str) -> float:
+    from rouge import Rouge  # imported at the first summary scored, as rouge-score is
+
+    try:
+        return float(Rouge().get_scores([said], [gold], avg=True)["rouge-l"]["f"])
+    except (ValueError, RecursionError):  # "Hypothesis is empty."; the reference scores 0
+        return 0.0
+
+
+def first_number(output: str) -> str | None:
+    """The first run of digits of the answer's first line, as written: the reference's
+    ``acc_score`` compares it with the gold as a string, so "07" is not 7, nor "٣" 3."""
     match = _NUMBER.search(first_line(output))
-    return int(match.group()) if match else None
+    return match.group() if match else None
 
 
 def last_uuid(output: str) -> str | None:
@@ -153,14 +169,13 @@ def yes_or_no(output: str) -> str | None:
 
 
 def star_options(rng: random.Random, counts: list[int]) -> list[list[int]]:
-    """The reference's four sequences, shuffled: two with a pair of counts exchanged, one with a
-    count redrawn, and the counts themselves. Unlike the reference, a distractor that equals the
-    answer is replaced by a redrawn one, so that exactly one option is correct."""
+    """The reference's four sequences, shuffled: the counts with a pair exchanged, with one
+    count redrawn, the counts themselves, and with another pair exchanged. As there, a draw can
+    leave a sequence equal to the counts (an exchange of two equal counts, a redraw of the same
+    value); the gold is then the first of the equal options, as ``question_key.index``
+    gives it."""
     options = [_exchanged(rng, counts), _modified(rng, counts), list(counts),
                _exchanged(rng, counts)]
-    for i in (0, 1, 3):
-        while options[i] == counts:
-            options[i] = _modified(rng, counts)
     rng.shuffle(options)
     return options
 
