@@ -1,7 +1,7 @@
 """HELMET's shared pipeline as the project applies it to every category (helmet/pipeline.py):
 the answer prefix only in a raw prompt, the newline stop only under
 ``--lceval-stop-newline=config``, HELMET's seeds, and its cut of an overflowing context. The same
-rules against HELMET's own code: tests/conformance/test_helmet_*_conformance.py."""
+rules against HELMET's own code: tests/conformance/test_helmet_*.py."""
 
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ def test_qa_f1_is_the_references_token_f1_of_the_first_line(output: str, golds: 
 def test_rouge_l_scores_the_first_line_against_the_best_summary() -> None:
     # The reference's `rouge` package: summary-level ROUGE-L (its union LCS counts "the" twice
     # here, 10/11 rather than the plain LCS's 5/6), F with a 1e-8 epsilon, case kept, and 0 for
-    # a line it refuses (only full stops). tests/conformance/test_longbench100_reference.py
+    # a line it refuses (only full stops). tests/conformance/test_longbench100.py
     # runs the reference's own rouge_score on hundreds of outputs.
     assert rouge_l_f1("the cat sat on the mat", ["a dog", "the cat sat on a mat"]) == \
         pytest.approx(10 / 11, abs=1e-8)

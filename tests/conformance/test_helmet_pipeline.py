@@ -3,7 +3,7 @@ against the project's: what the released code makes of each category's config (n
 budgets, chat template), what its OpenAI model sends (the user message alone, no stop), and its
 shared metrics (``normalize_answer``, ``parse_output``, SubEM, ``parse_rankings``) on hostile
 outputs. The prompts themselves, raw and templated, and ``eval.py``'s scoring of whole runs are
-compared per category in test_helmet_{rag,rerank,icl}_conformance.py.
+compared per category in test_helmet_{rag,rerank,icl}.py beside this file.
 """
 
 from __future__ import annotations
