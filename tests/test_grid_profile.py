@@ -83,4 +83,4 @@ def test_header_says_reduced_and_how_to_get_the_full_grid(
                                      "--collect-only")
     outcome.stdout.fnmatch_lines(["lceval: grid REDUCED*lengths 1k,2k, depths 50, 2 cases per cell*"
                                   "--lceval-grid=full runs the papers' full grid",
-                                  "lceval: longscore base lengths 1k,*"])
+                                  "lceval: longscore base lengths 1k (*"])

@@ -94,7 +94,7 @@ def test_server_killed_mid_cell_fails_it_clearly_and_the_rerun_reuses_every_answ
     killer.join(timeout=60)
     crashed.assert_outcomes(failed=1)
     crashed.stdout.fnmatch_lines([
-        f"*ServerError: openai backend: generate request to {served.url} (model *) failed: "
+        f"pytest-lceval: openai backend: generate request to {served.url} (model *) failed: "
         f"cannot connect*(after 1 retries)*rerun once the server answers*"])
     stored = stored_answers(pytester.path / "store.sqlite")
     assert 1 <= stored < 3  # the kill came after the first answer and before the last

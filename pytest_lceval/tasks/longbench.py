@@ -190,10 +190,11 @@ class LongBenchTask(ABC):
         room = packer.room(render, [], draw.budget, self.line_cost(draw, lines))
         least = len(lines) + 1
         for _ in range(DRAWS):
-            found = packer.fill(distractors(draw.rng, draw.pool), room)
+            candidates = list(distractors(draw.rng, draw.pool))
+            found = packer.fill(candidates, room)
             if len(found) >= least:
                 fitted = packer.fit(interleave(draw.rng, found, lines, in_order), render,
-                                    draw.budget)
+                                    draw.budget, spares(candidates, found))
                 if len(articles(fitted.passages)) >= least and separate(fitted.passages):
                     return fitted
         raise CellDoesNotFit(f"{DRAWS} draws of articles never put {least} beside the "
@@ -204,6 +205,12 @@ class LongBenchTask(ABC):
 def articles(passages: Sequence[Passage]) -> list[Passage]:
     """The numbered articles of a context (inserted lines left out)."""
     return [passage for passage in passages if passage.article >= 0]
+
+
+def spares(candidates: Sequence[Passage], packed: Sequence[Passage]) -> list[Passage]:
+    """The candidates left out of a packed context, in their drawn order."""
+    taken = set(packed)
+    return [passage for passage in candidates if passage not in taken]
 
 
 def order(passages: Sequence[Passage]) -> list[int | str]:
@@ -307,10 +314,12 @@ class PassageRetrieval(LongBenchTask):
             return Prompt(RETRIEVAL_PROMPT.format(context=self.context_text(passages),
                                                   input=summary))
 
-        passages = packer.fill(distractors(rng, pool, pool.summarised, (gold.article,)), room)
+        candidates = list(distractors(rng, pool, pool.summarised, (gold.article,)))
+        passages = packer.fill(candidates, room)
         passages.insert(rng.randrange(len(passages) + 1), gold)
-        return _numbered_gold(self, prompt, self.renderer_for(draw, prompt), passages, gold,
-                              draw, {"summary": summary})
+        fitted = packer.fit(passages, self.renderer_for(draw, prompt), draw.budget,
+                            spares(candidates, passages))
+        return _numbered_gold(self, prompt, fitted, gold, {"summary": summary})
 
     def _gold(self, draw: Draw) -> tuple[Passage, str, int]:
         """A random summarised document that fits beside its summary (the reference draws among
@@ -427,10 +436,11 @@ class AboutArticles(LongBenchTask):
 
         render = self.renderer_for(draw, prompt)
         room = packer.room(render, pinned, draw.budget)
-        passages = packer.fill(distractors(rng, pool, self.fillers(draw), asked.articles), room)
+        candidates = list(distractors(rng, pool, self.fillers(draw), asked.articles))
+        passages = packer.fill(candidates, room)
         for passage in pinned:
             passages.insert(rng.randrange(len(passages) + 1), passage)
-        fitted = packer.fit(passages, render, draw.budget)
+        fitted = packer.fit(passages, render, draw.budget, spares(candidates, passages))
         numbers = pinned_numbers(fitted.passages)
         depth = depth_of(self.context_text(fitted.passages),
                          self.entry.format(number=numbers[0], text=pinned[0].text))
@@ -522,10 +532,8 @@ class SingleDocQA(AboutArticles):
 
 
 def _numbered_gold(task: LongBenchTask, prompt: Callable[[Sequence[Passage]], Prompt],
-                   render: Callable[[Sequence[Passage]], str], passages: list[Passage],
-                   gold: Passage, draw: Draw, meta: dict[str, Any]) -> Layout:
-    """Fit a context that holds one gold article; the gold answer is its number."""
-    fitted = draw.packer.fit(passages, render, draw.budget)
+                   fitted: Fitted, gold: Passage, meta: dict[str, Any]) -> Layout:
+    """The layout of a context that holds one gold article; the gold answer is its number."""
     number = fitted.passages.index(gold) + 1
     context = task.context_text(fitted.passages)
     return Layout(prompt(fitted.passages), fitted, (str(number),),

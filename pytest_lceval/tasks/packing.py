@@ -96,23 +96,38 @@ class Packer:
                 misses += 1
         return packed
 
-    def fit(self, passages: Sequence[Passage], render: Render, budget: int) -> Fitted:
-        """Render and count; while over budget drop an unpinned passage and count again. Ends:
-        each round drops one, and with none left to drop it raises CellDoesNotFit."""
-        kept = list(passages)
+    def fit(self, passages: Sequence[Passage], render: Render, budget: int,
+            spares: Sequence[Passage] = ()) -> Fitted:
+        """Render and count; while over budget drop an unpinned passage and count again. The
+        estimate errs both ways (a drop can leave a gap as large as the passage; token merges at
+        passage joins make a sum of costs too high), so once the prompt fits, ``spares``
+        (candidates not packed) close the gap the count shows, where a passage was dropped or
+        else at the end, as long as the prompt still fits. Ends: each round drops or uses up a
+        passage, and with none left to drop it raises CellDoesNotFit."""
+        kept, unused = list(passages), list(spares)
+        fitted: Fitted | None = None
+        at = len(kept)
         while True:
             text = render(kept)
             tokens = self.count(text)
             if tokens <= budget:
-                return Fitted(tuple(kept), text, tokens)
+                fitted = Fitted(tuple(kept), text, tokens)
+                added = self.fill(unused, budget - tokens)
+                if not added:
+                    return fitted
+                unused = [passage for passage in unused if passage not in added]
+                kept[at:at] = added
+                continue
+            if fitted is not None:  # the spares' estimate overshot: keep the prompt that fit
+                return fitted
             over = tokens - budget
             droppable = [i for i, passage in enumerate(kept) if not passage.pinned]
             if not droppable:
                 raise CellDoesNotFit(
                     f"the prompt with only its answer-bearing passages takes {tokens} tokens; "
                     f"the budget is {budget} tokens")
-            kept.pop(self._least_loss(kept, droppable, over))
-
+            at = self._least_loss(kept, droppable, over)
+            kept.pop(at)
 
     def _least_loss(self, passages: Sequence[Passage], droppable: Sequence[int],
                     over: int) -> int:

@@ -551,7 +551,8 @@ def project_rows(table: dict[str, dict[int, float]]) -> list[Any]:
     from pytest_lceval.results import CellResult
 
     settings = LongScoreSettings(base_lengths=(2048, 4096, 6144), minimum=None, floor=0.05)
-    criterion = LongScoreCriterion(settings, tuple(n * 1024 for n in LONG), seed=1)
+    criterion = LongScoreCriterion(settings, tuple(n * 1024 for n in LONG), seed=1,
+                                   task_of=lambda suite, name: builtin_task(name))
     results = []
     for task, scores in table.items():
         base = BaseAbility(scores[0] / 100, {"alone": [scores[0] / 100]}, rules={"alone": ""})
