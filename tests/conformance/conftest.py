@@ -69,16 +69,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def load_reference(module: str, search: Sequence[Path]) -> ModuleType:
     """``module`` imported with ``search`` first on ``sys.path``; the top-level modules it
     brought in are taken out of ``sys.modules`` again (the functions keep their globals), and
-    any module of those names imported before is put back."""
+    any module of those names imported before is put back. ``sys.path`` is restored whole:
+    scripts that append their parent folder at import (HELMET's ``eval_gpt4_*.py``, RULER's
+    generators) would otherwise leave a ``utils.py`` there that shadows another reference's
+    ``utils`` namespace package, whatever the order of the path."""
     names = _top_level_names(search)
     saved = {name: mod for name, mod in sys.modules.items() if name.split(".")[0] in names}
     for name in saved:
         del sys.modules[name]
-    sys.path[:0] = [str(path) for path in search]
+    path = list(sys.path)
+    sys.path[:0] = [str(folder) for folder in search]
     try:
         return importlib.import_module(module)
     finally:
-        del sys.path[:len(search)]
+        sys.path[:] = path
         for name in [n for n in sys.modules if n.split(".")[0] in names]:
             del sys.modules[name]
         sys.modules.update(saved)
