@@ -23,7 +23,7 @@ from transformers import GenerationConfig
 from pytest_lceval.models.hf import HFBackend
 from pytest_lceval.models.presets import load_preset
 from pytest_lceval.models.registry import LoadOptions
-from pytest_lceval.records import GenerateRequest
+from pytest_lceval.results.records import GenerateRequest
 
 WORDS = ("river", "stone", "lantern", "market", "winter", "orchard", "copper", "signal", "harbor",
          "meadow", "violin", "canyon", "ledger", "thistle", "beacon", "quarry", "saddle", "ember")

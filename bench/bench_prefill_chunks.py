@@ -21,7 +21,7 @@ from pytest_lceval.models import hf
 from pytest_lceval.models.hf import HFBackend
 from pytest_lceval.models.presets import load_preset
 from pytest_lceval.models.registry import LoadOptions
-from pytest_lceval.records import GenerateRequest, Generation
+from pytest_lceval.results.records import GenerateRequest, Generation
 
 NEW_TOKENS = 16
 

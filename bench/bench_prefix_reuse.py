@@ -25,12 +25,16 @@ import itertools
 import time
 from pathlib import Path
 
-from pytest_lceval.haystack.config import OFFLINE_PACK
-from pytest_lceval.haystack.data import available_tasks, load_task, resolve_task_names
-from pytest_lceval.haystack.prompts import StreamSpec, lifelong, permutations
+from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK
+from pytest_lceval.benchmarks.task_haystack.data import (
+    available_tasks,
+    load_task,
+    resolve_task_names,
+)
+from pytest_lceval.benchmarks.task_haystack.prompts import StreamSpec, lifelong, permutations
 from pytest_lceval.models.base import Backend
 from pytest_lceval.models.registry import LoadOptions, load_backend
-from pytest_lceval.records import RankRequest
+from pytest_lceval.results.records import RankRequest
 
 
 def workload(data: Path | None, tasks: str, shots: int, count: int) -> list[RankRequest]:

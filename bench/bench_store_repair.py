@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_lceval.store import Store
-from pytest_lceval.store_repair import check_store
+from pytest_lceval.store.database import Store
+from pytest_lceval.store.repair import check_store
 
 
 def build(path: Path, answers: int) -> None:

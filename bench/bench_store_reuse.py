@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_lceval.model_usage import read_usage
+from pytest_lceval.run.model_usage import read_usage
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "suites" / "test_recall.py"

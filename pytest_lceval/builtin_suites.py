@@ -1,57 +1,25 @@
-"""The built-in suites of generation tasks, each declaring its tasks; Task Haystack declares its
-own (haystack/plugin)."""
+"""The built-in suites of generation tasks, each declared by its benchmark package (benchmarks/);
+Task Haystack registers its own (benchmarks/task_haystack/task_haystack_plugin.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .generation_suite import GenerationSuite
-from .suite import Suite
-from .tasks import (
-    helmet_cite,
-    helmet_icl,
-    helmet_longqa,
-    helmet_rag,
-    helmet_rerank,
-    helmet_summ,
-    longbench,
-    longbench_judged,
-    recall,
-)
+from .benchmarks.helmet.suites import helmet_suites
+from .benchmarks.longbench100.suite import longbench100_suite
+from .benchmarks.ruler.common import HELMET_RULER
+from .benchmarks.ruler.ruler_plugin import placement, ruler_code
+from .benchmarks.ruler.suite import recall_suite
+from .run.generation_suite import GenerationSuite
+from .run.suite import Suite
 from .tasks.base import GenerationTask
-from .tasks.recall_common import HELMET_RULER
 
 
 def builtin_suites(niah_placement: str = "depths", ruler: str = HELMET_RULER
                    ) -> list[GenerationSuite]:
-    """New suite objects for one session; ``niah_placement`` is ``--lceval-niah-placement``,
-    ``ruler`` ``--lceval-ruler``."""
-    return [
-        GenerationSuite("recall", recall.tasks(niah_placement, ruler),
-                        "synthetic recall cells (HELMET's recall category, RULER generators), "
-                        "task x length x depth"),
-        GenerationSuite("longbench100", longbench.TASKS + longbench_judged.TASKS,
-                        "100-LongBench's length-controllable tasks, task x length, with "
-                        "LongScore on long cells"),
-        GenerationSuite("rag", helmet_rag.TASKS,
-                        "HELMET's retrieval-augmented generation: question + passages filling "
-                        "the length, the gold passage at each depth; SubEM"),
-        GenerationSuite("rerank", helmet_rerank.TASKS,
-                        "HELMET's passage re-ranking: a query and passages with ids, the "
-                        "model's ranking scored by NDCG@10"),
-        GenerationSuite("icl", helmet_icl.TASKS,
-                        "HELMET's many-shot in-context learning: balanced rounds of "
-                        "demonstrations filling the length; accuracy"),
-        GenerationSuite("cite", helmet_cite.TASKS,
-                        "HELMET's generation with citations (ALCE): correctness and citation "
-                        "recall/precision"),
-        GenerationSuite("longqa", helmet_longqa.TASKS,
-                        "HELMET's long-document QA: NarrativeQA (judged), ∞Bench-style QA "
-                        "(ROUGE-L F1) and multiple choice cut to the length"),
-        GenerationSuite("summ", helmet_summ.TASKS,
-                        "HELMET's summarisation (judged): ∞Bench Sum's L-Eval substitutes and "
-                        "Multi-LexSum, the document cut to the length"),
-    ]
+    """New suite objects for one session, each declared by its benchmark package;
+    ``niah_placement`` and ``ruler`` are RULER's options (benchmarks/ruler/ruler_plugin.py)."""
+    return [recall_suite(niah_placement, ruler), longbench100_suite(), *helmet_suites()]
 
 
 def builtin_task(name: str) -> GenerationTask:
@@ -70,5 +38,4 @@ def builtin_tasks(suite: str) -> list[GenerationTask]:
 
 @pytest.hookimpl
 def pytest_lceval_suites(config: pytest.Config) -> list[Suite]:
-    return list(builtin_suites(config.getoption("lceval_niah_placement") or "depths",
-                               config.getoption("lceval_ruler") or HELMET_RULER))
+    return list(builtin_suites(placement(config), ruler_code(config)))

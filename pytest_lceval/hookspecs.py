@@ -9,11 +9,20 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .criteria import Criterion
     from .models.base import Backend
     from .models.registry import LoadOptions
-    from .results import CellResult, Judgement
-    from .suite import MoreTasks, Suite
+    from .report.finding import Finding
+    from .results.cells import CellResult, Judgement
+    from .run.suite import MoreTasks, Suite
+    from .settings import Settings
+    from .verdicts.criteria import Criterion
+
+
+@pytest.hookspec
+def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
+    """The run's settings, resolved once (frozen) and in ``config.stash[SETTINGS]``: a plugin
+    resolves its own options from them here, in every process, instead of ordering its
+    ``pytest_configure`` after the core's."""
 
 
 @pytest.hookspec
@@ -47,6 +56,19 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
 def pytest_lceval_make_backend(spec: str, options: LoadOptions) -> Backend | None:
     """The model under test for ``--model=spec``; None when the spec is not this plugin's. The
     built-in registry answers last (trylast), so a plugin may add or override a backend."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_lceval_finding(result: CellResult) -> Finding | None:
+    """How a measured cell reads in a suite's "look first" line when a plugin's own verdict
+    decides it (Task Haystack's t-test, a LongScore drop), on the scale report/findings.py
+    gives; None leaves the cell to its score."""
+
+
+@pytest.hookspec
+def pytest_lceval_report_artifacts() -> list[tuple[str, str, str | None]] | None:
+    """Files a plugin writes into the run folder for the HTML report to show: (file-name prefix,
+    title, the suite whose section shows them when the file name names none)."""
 
 
 @pytest.hookspec

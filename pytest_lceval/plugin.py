@@ -11,24 +11,32 @@ from typing import Any
 
 import pytest
 
-from . import grid_profile, hookspecs
-from .cell_run import CellRun
-from .criteria import criteria_of
-from .data import DataError
-from .evaluation import Evaluator
-from .grid import Cell, format_depth, format_length
-from .lookahead import Lookahead, selected_cells
-from .model_usage import clear_usage, read_usage, usage_line, write_usage
+from . import hookspecs
 from .models.base import Backend
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.serving import ServingOptions
 from .models.stored import StoredModel
-from .results import RUN_DIR, SUITE_VERDICTS, CellResult, Judgement, read_results, write_merged
+from .results.cells import (
+    RUN_DIR,
+    SUITE_VERDICTS,
+    CellResult,
+    Judgement,
+    read_results,
+    write_merged,
+)
+from .run import grid_profile
+from .run.cell_run import CellRun
+from .run.data import DataError
+from .run.evaluation import Evaluator
+from .run.grid import Cell, format_depth, format_length
+from .run.lookahead import Lookahead, selected_cells
+from .run.model_usage import clear_usage, read_usage, usage_line, write_usage
+from .run.suite import get_suite, suites_of
 from .settings import SETTINGS, Settings, add_options, resolve
-from .store import Store
-from .store_repair import StoreRepairedWarning, StoreUsageError, check_store
-from .suite import get_suite, suites_of
-from .verdicts import ThresholdCriterion
+from .store.database import Store
+from .store.repair import StoreRepairedWarning, StoreUsageError, check_store
+from .verdicts.criteria import criteria_of
+from .verdicts.threshold import ThresholdCriterion
 
 MARKERS = pytest.StashKey[set[str]]()
 """Suite and length markers registered so far (they depend on the suites collected)."""
@@ -38,24 +46,25 @@ SUITE_MARKER = "lceval"
 #: session reports), so suites grow without touching this file's logic.
 pytest_plugins = [
     "pytest_lceval.models.builtin_backends",
+    "pytest_lceval.benchmarks.ruler.ruler_plugin",
     "pytest_lceval.builtin_suites",
-    "pytest_lceval.gates",
+    "pytest_lceval.verdicts.gates",
     "pytest_lceval.report.heatmaps",
-    "pytest_lceval.haystack.plugin",
-    "pytest_lceval.fetch.plugin",
-    "pytest_lceval.serving_plugin",
-    "pytest_lceval.baseline.plugin",
-    "pytest_lceval.effective.plugin",
+    "pytest_lceval.benchmarks.task_haystack.task_haystack_plugin",
+    "pytest_lceval.fetch.fetch_plugin",
+    "pytest_lceval.models.serving_plugin",
+    "pytest_lceval.verdicts.baseline.baseline_plugin",
+    "pytest_lceval.verdicts.effective.effective_plugin",
     "pytest_lceval.report.summary",
     "pytest_lceval.report.badge",
     "pytest_lceval.report.html",
-    "pytest_lceval.longscore.plugin",
-    "pytest_lceval.selection",
-    "pytest_lceval.startup",
+    "pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin",
+    "pytest_lceval.run.selection",
+    "pytest_lceval.run.startup",
     "pytest_lceval.report.run_progress",
-    "pytest_lceval.cite_plugin",
-    "pytest_lceval.summ_plugin",
-    "pytest_lceval.judge.plugin",
+    "pytest_lceval.benchmarks.helmet.cite_plugin",
+    "pytest_lceval.benchmarks.helmet.summ_plugin",
+    "pytest_lceval.judge.judge_plugin",
 ]
 
 
@@ -92,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[MARKERS] = set()
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunName(), "lceval-xdist")
+    config.hook.pytest_lceval_configure(config=config, settings=settings)
 
 
 def _run_dir(config: pytest.Config, settings: Settings) -> Path:
@@ -144,7 +154,7 @@ def _batching_line(settings: Settings) -> str:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    from . import selection  # a feature plugin: pytest imports it first, to rewrite its asserts
+    from .run import selection  # a feature plugin: pytest imports it first, to rewrite its asserts
 
     if "lc_cell" not in metafunc.fixturenames:
         return
@@ -193,7 +203,7 @@ def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
     """The model under test, made once per process (once per xdist worker, on the GPU that
     serving_plugin chose for the worker in pytest_configure). A backend may load its weights
     at the first request the store lacks (hf does), so a fully stored rerun never loads them."""
-    from .serving_plugin import serving_options  # a feature plugin, as selection above
+    from .models.serving_plugin import serving_options  # a feature plugin, as selection above
 
     return _load(pytestconfig, lc_settings, serving_options(pytestconfig))
 
@@ -213,7 +223,7 @@ def lc_model(lc_backend: Backend, lc_store: Store, lc_settings: Settings) -> Sto
 def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
                  lc_model: StoredModel) -> Iterator[Evaluator]:
     """The session's evaluator; at its end, what reached the models from this process."""
-    from .judge.plugin import judge_panel  # a feature plugin, as selection above
+    from .judge.judge_plugin import judge_panel  # a feature plugin, as selection above
 
     run_dir = pytestconfig.stash[RUN_DIR]
     evaluator = Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),

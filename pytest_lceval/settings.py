@@ -16,13 +16,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from .data import DataSource
-from .grid import parse_depth, parse_length
-from .grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
-from .helmet.pipeline import STOP_CHOICES
 from .models.registry import UnknownModelError, split_spec
 from .models.serving import redact_url
-from .tasks.recall_common import RULER_CODES
+from .run.data import DataSource
+from .run.grid import parse_depth, parse_length
+from .run.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
+from .tasks.stops import STOP_CHOICES
 
 T = TypeVar("T")
 
@@ -99,7 +98,7 @@ class Settings:
     """The default grid the run got (reduced on a CPU-only machine for a local model)."""
     ref_tokenizer: Path | None = None
     """Tokenizer (folder, tokenizer.json or .gguf) that cell lengths are counted in, e.g.
-    Llama-2's as HELMET did; None = the model's own (reference_tokenizer.py)."""
+    Llama-2's as HELMET did; None = the model's own (models/reference_tokenizer.py)."""
     fetched_data: Path | None = None
     """Public data downloaded by --lceval-fetch (fetch/), read after ``data_dir``."""
     judge: str | None = None
@@ -108,10 +107,11 @@ class Settings:
     """A second judge that rates the same outputs, for agreement numbers."""
     log_samples: bool = False
     """Write every case (prompt as sent, output, gold, score, request key) to
-    <run>/samples/ (sample_log.py)."""
+    <run>/samples/ (results/sample_log.py)."""
     stop_newline: str = STOP_CHOICES[0]
     """'released' (answers never stop at a newline, as HELMET's released code) or 'config'
-    (they stop there where HELMET's configs say ``stop_new_line: true``): helmet/pipeline.py."""
+    (they stop there where HELMET's configs say ``stop_new_line: true``):
+    benchmarks/helmet/pipeline.py."""
 
     def data_source(self) -> DataSource:
         """Where tasks read their files: one construction, so every reader sees both folders."""
@@ -139,7 +139,7 @@ class Settings:
 SETTINGS = pytest.StashKey[Settings]()
 """The resolved settings of the run (controller and every worker hold equal values)."""
 FETCHED_DATA = pytest.StashKey[Path]()
-"""The folder --lceval-fetch filled (fetch/plugin.py sets it before the settings resolve)."""
+"""The folder --lceval-fetch filled (fetch/fetch_plugin.py sets it before the settings resolve)."""
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -176,21 +176,12 @@ def add_options(parser: pytest.Parser) -> None:
                     choices=CHAT_TEMPLATE_CHOICES,
                     help="apply the model's chat template: auto (if it has one, except for "
                          "the categories HELMET runs without one, e.g. recall), on, off")
-    group.addoption("--lceval-niah-placement", dest="lceval_niah_placement", default=None,
-                    choices=("depths", "ruler"),
-                    help="where the NIAH tasks put the queried needle: at each --depths "
-                         "(default), or at a depth sampled per case as RULER does (no depth "
-                         "axis)")
     group.addoption("--lceval-stop-newline", dest="lceval_stop_newline", default=None,
                     choices=STOP_CHOICES,
                     help="released (default): answers run their whole budget, as HELMET's "
                          "released code runs them; config: RAG, re-rank and ICL answers stop "
                          "at their first newline, as HELMET's configs (stop_new_line: true) "
                          "intend but its arguments.py never reads")
-    group.addoption("--lceval-ruler", dest="lceval_ruler", default=None, choices=RULER_CODES,
-                    help="the NVIDIA/RULER commit whose generators vt, cwe and fwe follow: "
-                         "f682453 (July 2024, which generated HELMET's recall files; default) "
-                         "or c3f5e3b (RULER's generators as rewritten in 2025)")
     group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
                     help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
                          "repeatable")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_lceval.store import Store
+from pytest_lceval.store.database import Store
 
 START_SECONDS = 300
 ANSWERED = re.compile(r'"POST /v1/(chat/)?completions HTTP/1.1" 200')

@@ -22,7 +22,13 @@ from pytest_lceval.models.openai_api import OpenAIBackend
 from pytest_lceval.models.openai_setup import TiktokenText
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.models.serving import ServingOptions
-from pytest_lceval.records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
+from pytest_lceval.results.records import (
+    GenerateRequest,
+    Generation,
+    Ranking,
+    RankRequest,
+    stable_hash,
+)
 
 MOCK_FINGERPRINTS = {
     ("grep", "auto"): "c44fdc23fde890a53c686b5beea4b38d28f4b2ae6fed19d7caa72c09411f6d3f",
@@ -98,7 +104,7 @@ ECHO_PLUGIN = """
 from pytest_lceval.models.backend import BaseBackend
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.records import Generation, Ranking
+from pytest_lceval.results.records import Generation, Ranking
 
 
 class Echo(BaseBackend):

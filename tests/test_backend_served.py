@@ -16,7 +16,7 @@ from fake_openai import FakeServer, Reply, Seen, default_answer, llama_meta, mod
 
 from pytest_lceval.models.registry import LoadOptions, load_backend
 from pytest_lceval.models.serving import ServingOptions
-from pytest_lceval.records import GenerateRequest, Prompt
+from pytest_lceval.results.records import GenerateRequest, Prompt
 
 SILENT_SERVER_FINGERPRINT = "bbb188a4d9a8d79df1068326c05977e7423eed5a9e0f24790ad8982d70da305e"
 """openai:gpt-4o-mini counted with the bytes_test encoding, computed before the served entry

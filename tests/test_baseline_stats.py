@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pytest_lceval.stats import (
+from pytest_lceval.verdicts.stats import (
     fewest_decisive,
     mcnemar_interval,
     minimum_detectable_drop,

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_lceval.grid import case_seed, format_length, parse_depth, parse_length
-from pytest_lceval.metrics import normalize_answer, string_match_all, substring_exact_match
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.registry import LoadOptions, UnknownModelError, split_spec
 from pytest_lceval.models.stored import StoredModel
-from pytest_lceval.progress import CellProgress
-from pytest_lceval.records import GenerateRequest
-from pytest_lceval.stats import mean_ci
-from pytest_lceval.store import Store, StoreCorruptionWarning
+from pytest_lceval.results.records import GenerateRequest
+from pytest_lceval.run.grid import case_seed, format_length, parse_depth, parse_length
+from pytest_lceval.run.progress import CellProgress
+from pytest_lceval.store.database import Store, StoreCorruptionWarning
+from pytest_lceval.tasks.metrics import normalize_answer, string_match_all, substring_exact_match
+from pytest_lceval.verdicts.stats import mean_ci
 
 
 @pytest.mark.parametrize(("text", "tokens"),

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from pytest_lceval import devices
-from pytest_lceval.devices import DeviceError, GpuPlan, make_plan
+from pytest_lceval.run import devices
+from pytest_lceval.run.devices import DeviceError, GpuPlan, make_plan
 
 
 def no_probe() -> tuple[str, ...]:
@@ -132,7 +132,7 @@ MEMORY_SUITE = """
 import json
 from pathlib import Path
 
-from pytest_lceval.serving_plugin import serving_options
+from pytest_lceval.models.serving_plugin import serving_options
 
 def test_share(pytestconfig, worker_id):
     Path(f"share-{worker_id}.json").write_text(

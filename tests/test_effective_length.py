@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from toy_suite import RECALL_SUITE
 
-from pytest_lceval.effective.length import (
+from pytest_lceval.verdicts.effective.length import (
     RULER_THRESHOLD,
     SUITE_ROW,
     Curve,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_lceval.haystack import offline_pack
-from pytest_lceval.haystack.config import OFFLINE_PACK
-from pytest_lceval.haystack.data import (
+from pytest_lceval.benchmarks.task_haystack import offline_pack
+from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK
+from pytest_lceval.benchmarks.task_haystack.data import (
     ALL64,
     MAIN16,
     PERMISSIVE16,
@@ -21,7 +21,7 @@ from pytest_lceval.haystack.data import (
     load_task,
     resolve_task_names,
 )
-from pytest_lceval.haystack.ranking import check_options
+from pytest_lceval.benchmarks.task_haystack.ranking import check_options
 from pytest_lceval.models.mock import WordTokenizer
 
 

@@ -12,18 +12,22 @@ import pytest
 from run_outputs import read_results
 from test_haystack_report import METRICS
 
-from pytest_lceval.data import DataSource
-from pytest_lceval.haystack.config import OFFLINE_PACK, LengthSetting
-from pytest_lceval.haystack.data import available_tasks, load_task
-from pytest_lceval.haystack.figures import depth_bins, niah_grid
-from pytest_lceval.haystack.metrics import Measured
-from pytest_lceval.haystack.plan import CellPlan
-from pytest_lceval.haystack.prompts import REPEAT_MAX_TOKENS, repeat_count, task_block
-from pytest_lceval.haystack.runner import HaystackMeasure
-from pytest_lceval.haystack.verdict import VALUES
+from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK, LengthSetting
+from pytest_lceval.benchmarks.task_haystack.data import available_tasks, load_task
+from pytest_lceval.benchmarks.task_haystack.figures import depth_bins, niah_grid
+from pytest_lceval.benchmarks.task_haystack.metrics import Measured
+from pytest_lceval.benchmarks.task_haystack.plan import CellPlan
+from pytest_lceval.benchmarks.task_haystack.prompts import (
+    REPEAT_MAX_TOKENS,
+    repeat_count,
+    task_block,
+)
+from pytest_lceval.benchmarks.task_haystack.runner import HaystackMeasure
+from pytest_lceval.benchmarks.task_haystack.verdict import VALUES
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.results import CellResult
+from pytest_lceval.results.cells import CellResult
+from pytest_lceval.run.data import DataSource
 
 
 def test_depth_bins_are_the_reference_array_split_into_8() -> None:

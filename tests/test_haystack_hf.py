@@ -12,13 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from pytest_lceval.haystack.config import OFFLINE_PACK  # noqa: E402
-from pytest_lceval.haystack.data import available_tasks, load_task  # noqa: E402
-from pytest_lceval.haystack.prompts import StreamSpec, lifelong, single_task  # noqa: E402
-from pytest_lceval.haystack.ranking import OptionCollisionError, check_options  # noqa: E402
+from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK  # noqa: E402
+from pytest_lceval.benchmarks.task_haystack.data import available_tasks, load_task  # noqa: E402
+from pytest_lceval.benchmarks.task_haystack.prompts import StreamSpec, lifelong, single_task  # noqa: E402
+from pytest_lceval.benchmarks.task_haystack.ranking import OptionCollisionError, check_options  # noqa: E402
 from pytest_lceval.models.hf import HFBackend, load_hf  # noqa: E402
 from pytest_lceval.models.registry import LoadOptions, MissingDependencyError  # noqa: E402
-from pytest_lceval.records import RankRequest  # noqa: E402
+from pytest_lceval.results.records import RankRequest  # noqa: E402
 
 TASKS = tuple(load_task(OFFLINE_PACK, name) for name in available_tasks(OFFLINE_PACK))
 

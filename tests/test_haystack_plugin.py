@@ -16,11 +16,11 @@ from fake_hub import FakeHub, Served, serving
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK
+from pytest_lceval.benchmarks.task_haystack.verdict import paired_verdict
 from pytest_lceval.fetch.catalog import by_name
-from pytest_lceval.haystack.config import OFFLINE_PACK
-from pytest_lceval.haystack.verdict import paired_verdict
-from pytest_lceval.model_usage import read_usage
-from pytest_lceval.store import Store
+from pytest_lceval.run.model_usage import read_usage
+from pytest_lceval.store.database import Store
 
 SUITE = (Path(__file__).parent.parent / "suites" / "test_task_haystack.py").read_text()
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]

@@ -7,10 +7,19 @@ from collections import Counter
 
 import pytest
 
-from pytest_lceval.haystack.config import OFFLINE_PACK, HaystackSettings, LengthSetting
-from pytest_lceval.haystack.data import available_tasks, load_task
-from pytest_lceval.haystack.plan import HaystackCell, cells, plan_cell, resample_order
-from pytest_lceval.haystack.prompts import (
+from pytest_lceval.benchmarks.task_haystack.config import (
+    OFFLINE_PACK,
+    HaystackSettings,
+    LengthSetting,
+)
+from pytest_lceval.benchmarks.task_haystack.data import available_tasks, load_task
+from pytest_lceval.benchmarks.task_haystack.plan import (
+    HaystackCell,
+    cells,
+    plan_cell,
+    resample_order,
+)
+from pytest_lceval.benchmarks.task_haystack.prompts import (
     DEMO_SEP,
     TASK_SEP,
     StreamSpec,

@@ -8,12 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from pytest_lceval.haystack.figures import diagnostic_matrices, niah_grid
-from pytest_lceval.haystack.metrics import HaystackMetrics, measured
-from pytest_lceval.haystack.report import build_summary, icl_effective, summarize, write_reports
-from pytest_lceval.haystack.verdict import VALUES
+from pytest_lceval.benchmarks.task_haystack.figures import diagnostic_matrices, niah_grid
+from pytest_lceval.benchmarks.task_haystack.metrics import HaystackMetrics, measured
+from pytest_lceval.benchmarks.task_haystack.report import (
+    build_summary,
+    icl_effective,
+    summarize,
+    write_reports,
+)
+from pytest_lceval.benchmarks.task_haystack.task_haystack_plugin import (
+    pytest_lceval_finding as haystack_finding,
+)
+from pytest_lceval.benchmarks.task_haystack.verdict import VALUES
 from pytest_lceval.report.findings import look_first
-from pytest_lceval.results import CellResult
+from pytest_lceval.results.cells import CellResult
 
 STREAMS = {0: ["a", "b", "c"], 1: ["c", "a", "b"]}
 VERDICTS = {("a", 0): "FAIL", ("b", 0): "PASS", ("c", 0): "EXCEL",
@@ -91,13 +99,17 @@ def test_reports_are_written(tmp_path: Path) -> None:
     assert any("pass rate 66.7%" in line for line in written.summary_lines)
 
 
+HAYSTACK = [haystack_finding]
+"""Task Haystack's plugin reads its cells for the report (pytest_lceval_finding)."""
+
+
 def test_look_first_names_the_fail_permutations_most_significant_first() -> None:
     cells = [cell(task, perm) for perm in (0, 1) for task in ("a", "b", "c")]
     cells[3].metrics["t"] = -math.inf  # a in permutation 1: a constant drop, the stronger FAIL
-    assert look_first(cells) == (
+    assert look_first(cells, verdicts=HAYSTACK) == (
         "Look first at: a-3t1s-p1-recall (FAIL, stream index 1, L-acc 60.0% vs S-acc 80.0%, "
         "t -∞); a-3t1s-p0-recall (FAIL, stream index 0, L-acc 60.0% vs S-acc 80.0%, "
         "t -3.00).")
     passing = [c for c in cells if c.metrics["verdict"] != "FAIL"]
-    assert look_first(passing, limit=1).startswith("Nothing failed or dropped; lowest: "
-                                                   "b-3t1s-p0-recall (PASS, stream index 1,")
+    assert look_first(passing, limit=1, verdicts=HAYSTACK).startswith(
+        "Nothing failed or dropped; lowest: b-3t1s-p0-recall (PASS, stream index 1,")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_lceval.haystack.verdict import EXCEL, FAIL, PASS, paired_verdict
+from pytest_lceval.benchmarks.task_haystack.verdict import EXCEL, FAIL, PASS, paired_verdict
 
 
 def test_identical_groups_give_nan_and_pass_explicitly() -> None:

@@ -12,14 +12,9 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
-from pytest_lceval.cite_plugin import HFEntailment, scorer_for
-from pytest_lceval.data import DataError, DataSource
-from pytest_lceval.grid import Cell
-from pytest_lceval.models.base import Renderer
-from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.cite_metrics import (
+from pytest_lceval.benchmarks.helmet.cite import ASQA, NLI, NO_SCORER_NOTE, QAMPARI, CiteTask
+from pytest_lceval.benchmarks.helmet.cite_data import load_alce, source_of
+from pytest_lceval.benchmarks.helmet.cite_metrics import (
     Document,
     citation_scores,
     qampari_claims,
@@ -28,8 +23,13 @@ from pytest_lceval.tasks.cite_metrics import (
     sentences,
     str_em,
 )
-from pytest_lceval.tasks.helmet_cite import ASQA, NLI, NO_SCORER_NOTE, QAMPARI, CiteTask
-from pytest_lceval.tasks.helmet_cite_data import load_alce, source_of
+from pytest_lceval.benchmarks.helmet.cite_plugin import HFEntailment, scorer_for
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.mock import WordTokenizer
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataError, DataSource
+from pytest_lceval.run.grid import Cell
+from pytest_lceval.tasks.base import BuildContext
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "data" / "helmet"
 ALCE = FIXTURE_DATA / "alce"

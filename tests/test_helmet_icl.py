@@ -11,17 +11,8 @@ from pathlib import Path
 import pytest
 from shared_data import SHARED_DATA
 
-from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataError, DataSource
-from pytest_lceval.generation_suite import NeedsData
-from pytest_lceval.grid import Cell
-from pytest_lceval.models.base import Renderer
-from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
-from pytest_lceval.tasks.fitting import Frame, fit
-from pytest_lceval.tasks.helmet_icl import balanced, parse_label, select_tests
-from pytest_lceval.tasks.helmet_icl_data import (
+from pytest_lceval.benchmarks.helmet.icl import balanced, parse_label, select_tests
+from pytest_lceval.benchmarks.helmet.icl_data import (
     BANKING77,
     CLINC150,
     NLU,
@@ -30,6 +21,15 @@ from pytest_lceval.tasks.helmet_icl_data import (
     Example,
     load,
 )
+from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.mock import WordTokenizer
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataError, DataSource
+from pytest_lceval.run.generation_suite import NeedsData
+from pytest_lceval.run.grid import Cell
+from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.fitting import Frame, fit
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet" / "icl"
 TASKS = ["icl_trec_coarse", "icl_trec_fine", "icl_nlu", "icl_banking77", "icl_clinic150"]

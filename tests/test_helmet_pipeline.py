@@ -1,7 +1,7 @@
-"""HELMET's shared pipeline as the project applies it to every category (helmet/pipeline.py):
-the answer prefix only in a raw prompt, the newline stop only under
-``--lceval-stop-newline=config``, HELMET's seeds, and its cut of an overflowing context. The same
-rules against HELMET's own code: tests/conformance/test_helmet_*.py."""
+"""HELMET's shared pipeline as the project applies it to every category
+(benchmarks/helmet/pipeline.py): the answer prefix only in a raw prompt, the newline stop only
+under ``--lceval-stop-newline=config``, HELMET's seeds, and its cut of an overflowing context. The
+same rules against HELMET's own code: tests/conformance/test_helmet_*.py."""
 
 from __future__ import annotations
 
@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
-from pytest_lceval.helmet.pipeline import (
+from pytest_lceval.benchmarks.helmet.pipeline import (
     first_distinct,
     key_seed,
     sample_keys,
     shuffled,
     truncate_context,
-    with_stops,
 )
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.records import Case, Prompt
+from pytest_lceval.results.records import Case, Prompt
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
+from pytest_lceval.tasks.stops import with_stops
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet"
 WORDS = WordTokenizer()

@@ -12,20 +12,12 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
-from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
-from pytest_lceval.data import DataError, DataSource
-from pytest_lceval.generation_suite import NeedsData
-from pytest_lceval.grid import Cell
-from pytest_lceval.models.base import Renderer
-from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.records import Case
-from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.helmet_rerank import (
+from pytest_lceval.benchmarks.helmet.rerank import (
     RerankTask,
     ndcg_at_10,
     parse_ranking,
 )
-from pytest_lceval.tasks.helmet_rerank_data import (
+from pytest_lceval.benchmarks.helmet.rerank_data import (
     SUBSTITUTE,
     Candidate,
     HelmetFiles,
@@ -34,6 +26,14 @@ from pytest_lceval.tasks.helmet_rerank_data import (
     helmet_demos,
     load,
 )
+from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.mock import WordTokenizer
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataError, DataSource
+from pytest_lceval.run.generation_suite import NeedsData
+from pytest_lceval.run.grid import Cell
+from pytest_lceval.tasks.base import BuildContext
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet"
 SUBSTITUTE_DATA = SHARED_DATA / "msmarco_dl"
@@ -276,7 +276,7 @@ RANKER = '''
 import re
 
 from pytest_lceval.models.mock import MockBackend
-from pytest_lceval.records import Generation
+from pytest_lceval.results.records import Generation
 
 
 class ShownOrder(MockBackend):

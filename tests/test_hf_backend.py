@@ -32,7 +32,7 @@ from pytest_lceval.models.hf import HFBackend, load_hf  # noqa: E402
 from pytest_lceval.models.registry import LoadOptions, MissingDependencyError  # noqa: E402
 from pytest_lceval.models.serving import ServingOptions  # noqa: E402
 from pytest_lceval.models.weights import weights_identity  # noqa: E402
-from pytest_lceval.records import (  # noqa: E402
+from pytest_lceval.results.records import (  # noqa: E402
     GenerateRequest,
     Generation,
     Prompt,

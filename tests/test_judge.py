@@ -17,8 +17,8 @@ from pytest_lceval.judge.panel import Judge, JudgePanel, JudgeSpec, judge_output
 from pytest_lceval.judge.replies import Field, Unparsed, parse_scores
 from pytest_lceval.judge.rubrics import RUBRICS, helmet_answer
 from pytest_lceval.models.registry import LoadOptions, load_backend
-from pytest_lceval.records import Case
-from pytest_lceval.store import Store
+from pytest_lceval.results.records import Case
+from pytest_lceval.store.database import Store
 
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
 QA = (Field("fluency", 0, 1), Field("correctness", 0, 3))

@@ -27,8 +27,8 @@ from pytest_lceval.models.registry import (  # noqa: E402
     ModelUnavailable,
 )
 from pytest_lceval.models.stored import StoredModel  # noqa: E402
-from pytest_lceval.records import GenerateRequest, Prompt  # noqa: E402
-from pytest_lceval.store import Store  # noqa: E402
+from pytest_lceval.results.records import GenerateRequest, Prompt  # noqa: E402
+from pytest_lceval.store.database import Store  # noqa: E402
 
 REFUSE_WEIGHTS = """
 import pytest

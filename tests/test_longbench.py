@@ -19,21 +19,26 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from pytest_lceval.benchmarks.longbench100.articles import load_pool, split_passages
+from pytest_lceval.benchmarks.longbench100.prior_knowledge import (
+    ABSTAINED,
+    EXCLUDED,
+    PROBED,
+    exclude_known,
+)
+from pytest_lceval.benchmarks.longbench100.text import star_options
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
-from pytest_lceval.data import DataSource
-from pytest_lceval.evaluation import Evaluator
-from pytest_lceval.grid import Cell
 from pytest_lceval.judge.panel import JudgedTask
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer, load_mock
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.models.stored import StoredModel
-from pytest_lceval.prior_knowledge import ABSTAINED, EXCLUDED, PROBED, exclude_known
-from pytest_lceval.records import Case
-from pytest_lceval.store import Store
-from pytest_lceval.tasks.articles import load_pool, split_passages
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.evaluation import Evaluator
+from pytest_lceval.run.grid import Cell
+from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
-from pytest_lceval.tasks.longbench_text import star_options
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SUITE = "longbench100"

@@ -14,18 +14,23 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.longbench100.articles import load_pool
+from pytest_lceval.benchmarks.longbench100.judged_tasks import SUMMARY_CHARS
+from pytest_lceval.benchmarks.longbench100.prior_knowledge import (
+    ABSTAINED,
+    EXCLUDED,
+    PROBED,
+    ProbedTask,
+)
+from pytest_lceval.benchmarks.longbench100.text import qa_f1, rouge_l_f1
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataSource, read_jsonl
-from pytest_lceval.grid import Cell
 from pytest_lceval.judge.panel import JudgedTask
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.prior_knowledge import ABSTAINED, EXCLUDED, PROBED, ProbedTask
-from pytest_lceval.records import Case
-from pytest_lceval.tasks.articles import load_pool
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource, read_jsonl
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
-from pytest_lceval.tasks.longbench_judged import SUMMARY_CHARS
-from pytest_lceval.tasks.longbench_text import qa_f1, rouge_l_f1
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "longbench_judged"
 SUITE = "longbench100"

@@ -12,18 +12,23 @@ import pytest
 from run_outputs import read_results
 from toy_suite import SUITE, TOY_TASK
 
-from pytest_lceval.criteria import Assessment
-from pytest_lceval.generation_suite import LENGTH_SWEEP
-from pytest_lceval.longscore.base import ALL_CASES, N_THIRD, BaseAbility, length_weighted_mean
-from pytest_lceval.longscore.config import LongScoreSettings
-from pytest_lceval.longscore.criterion import UNDEFINED
-from pytest_lceval.longscore.summary import overall, task_rows
-from pytest_lceval.model_usage import read_usage
-from pytest_lceval.results import CellResult, Judgement
+from pytest_lceval.benchmarks.longbench100.longscore.base import (
+    ALL_CASES,
+    N_THIRD,
+    BaseAbility,
+    length_weighted_mean,
+)
+from pytest_lceval.benchmarks.longbench100.longscore.config import LongScoreSettings
+from pytest_lceval.benchmarks.longbench100.longscore.criterion import UNDEFINED
+from pytest_lceval.benchmarks.longbench100.longscore.summary import overall, task_rows
+from pytest_lceval.results.cells import CellResult, Judgement
+from pytest_lceval.run.generation_suite import LENGTH_SWEEP
+from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.settings import Settings
-from pytest_lceval.stats import longscore, longscore_ci, stratified_mean
-from pytest_lceval.store import Store
-from pytest_lceval.verdicts import ThresholdCriterion
+from pytest_lceval.store.database import Store
+from pytest_lceval.verdicts.criteria import Assessment
+from pytest_lceval.verdicts.stats import longscore, longscore_ci, stratified_mean
+from pytest_lceval.verdicts.threshold import ThresholdCriterion
 
 # Base lengths 1k and 2k (N/3 = 1 case each per depth), long lengths 3k and 4k. (mock:grep
 # cannot see a needle in the prompt's last 400 characters, hence no 100 % depth.)

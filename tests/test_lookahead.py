@@ -18,18 +18,18 @@ from types import SimpleNamespace
 import pytest
 from toy_suite import JUDGED_SUITE, JUDGED_TASK, RECALL_SUITE
 
-from pytest_lceval.grid import Cell
-from pytest_lceval.lookahead import Gather, Lookahead
-from pytest_lceval.model_usage import read_usage
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
-from pytest_lceval.records import GenerateRequest
-from pytest_lceval.results import CellResult
-from pytest_lceval.score_metric import ScoreMetric
+from pytest_lceval.results.cells import CellResult
+from pytest_lceval.results.records import GenerateRequest
+from pytest_lceval.results.score_metric import ScoreMetric
+from pytest_lceval.run.grid import Cell
+from pytest_lceval.run.lookahead import Gather, Lookahead
+from pytest_lceval.run.model_usage import read_usage
+from pytest_lceval.run.suite import Suite
 from pytest_lceval.settings import auto_batch_size, auto_lookahead
-from pytest_lceval.store import Store, process_owner
-from pytest_lceval.suite import Suite
+from pytest_lceval.store.database import Store, process_owner
 
 pytest_plugins = ["pytester"]
 
@@ -176,7 +176,7 @@ def test_a_killed_workers_claims_do_not_hold_up_the_others(tmp_path: Path) -> No
         [sys.executable, "-c",
          "import sys, time\n"
          "from pathlib import Path\n"
-         "from pytest_lceval.store import Store, process_owner\n"
+         "from pytest_lceval.store.database import Store, process_owner\n"
          f"Store(Path({str(tmp_path / 's.sqlite')!r})).claim({model.fingerprint!r}, "
          f"{keys!r}, process_owner())\n"
          "print('claimed', flush=True)\n"

@@ -21,8 +21,8 @@ import pytest
 from run_outputs import read_results
 
 from pytest_lceval.builtin_suites import builtin_suites
-from pytest_lceval.generation_suite import GenerationSuite
-from pytest_lceval.score_metric import ScoreMetric
+from pytest_lceval.results.score_metric import ScoreMetric
+from pytest_lceval.run.generation_suite import GenerationSuite
 
 TESTS = Path(__file__).resolve().parent
 SUITES = TESTS.parent / "suites"

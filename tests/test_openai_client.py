@@ -29,7 +29,7 @@ from pytest_lceval.models.openai_api import (
 from pytest_lceval.models.openai_setup import TiktokenText
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.models.serving import ServingOptions, redact_url
-from pytest_lceval.records import GenerateRequest, Prompt, RankRequest
+from pytest_lceval.results.records import GenerateRequest, Prompt, RankRequest
 
 
 class WordText(WordTokenizer):

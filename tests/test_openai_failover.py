@@ -28,7 +28,7 @@ from pytest_lceval.models.openai_api import OpenAIBackend, ServerError
 from pytest_lceval.models.openai_setup import TiktokenText
 from pytest_lceval.models.registry import LoadOptions, load_backend
 from pytest_lceval.models.serving import ServingOptions
-from pytest_lceval.records import GenerateRequest
+from pytest_lceval.results.records import GenerateRequest
 
 
 class Echo:
@@ -289,7 +289,7 @@ def two_served(tmp_path: Path) -> Iterator[list[Any]]:
 @pytest.mark.real_model
 def test_two_servers_one_killed_mid_run_every_request_answered_once(
         two_served: list[Any], pytester: pytest.Pytester) -> None:
-    from pytest_lceval.results import read_results
+    from pytest_lceval.results.cells import read_results
 
     doomed, survivor = two_served
     pytester.makepyfile(test_recall=RECALL_SUITE)

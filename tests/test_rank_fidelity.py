@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from run_outputs import read_results
 
-from pytest_lceval.haystack.data import LliclTask
-from pytest_lceval.haystack.ranking import score
-from pytest_lceval.haystack.verdict import rank_note
+from pytest_lceval.benchmarks.task_haystack.data import LliclTask
+from pytest_lceval.benchmarks.task_haystack.ranking import score
+from pytest_lceval.benchmarks.task_haystack.verdict import rank_note
 from pytest_lceval.models import topk_rank
-from pytest_lceval.records import Ranking
+from pytest_lceval.results.records import Ranking
 
 SUITE = (Path(__file__).parent.parent / "suites" / "test_task_haystack.py").read_text()
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]

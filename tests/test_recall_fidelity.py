@@ -14,22 +14,22 @@ from hypothesis import strategies as st
 from run_outputs import read_results
 from toy_suite import RECALL_SUITE
 
+from pytest_lceval.benchmarks.ruler import tasks as recall
+from pytest_lceval.benchmarks.ruler.common import HELMET_RULER
+from pytest_lceval.benchmarks.ruler.filler_text import NOISE
+from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
-from pytest_lceval.chat_choice import renderer_for
-from pytest_lceval.data import DataSource
-from pytest_lceval.evaluation import Evaluator
-from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.chat_choice import renderer_for
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
-from pytest_lceval.records import Case
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.evaluation import Evaluator
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.settings import DEFAULT_DEPTHS
-from pytest_lceval.tasks import recall
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
-from pytest_lceval.tasks.haystack_text import NOISE
-from pytest_lceval.tasks.recall_common import HELMET_RULER
-from pytest_lceval.tasks.recall_niah import NiahTask
 
 AGGREGATION = ["cwe", "fwe", "vt"]
 NIAH = sorted(t.name for t in builtin_tasks("recall") if isinstance(t, NiahTask))

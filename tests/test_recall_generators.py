@@ -17,19 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.ruler.filler_items import Stream, fill
+from pytest_lceval.benchmarks.ruler.filler_text import NOISE, Piece, insert_at_depth
+from pytest_lceval.benchmarks.ruler.json_kv import INSTRUCTION, JsonKvTask
+from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
-from pytest_lceval.records import Case
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
-from pytest_lceval.tasks.haystack_items import Stream, fill
-from pytest_lceval.tasks.haystack_text import NOISE, Piece, insert_at_depth
-from pytest_lceval.tasks.recall_json import INSTRUCTION, JsonKvTask
-from pytest_lceval.tasks.recall_niah import NiahTask
 
 RECALL = sorted(task.name for task in builtin_tasks("recall"))
 RETRIEVAL = sorted(task.name for task in builtin_tasks("recall")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from run_outputs import read_results
 
-from pytest_lceval.reference_tokenizer import ReferenceTokenizerError, load_reference
+from pytest_lceval.models.reference_tokenizer import ReferenceTokenizerError, load_reference
 
 SUITE = (Path(__file__).parent.parent / "suites" / "test_recall.py").read_text()
 # Paths are given as --option=PATH: a separate argument that names a folder would become

@@ -16,13 +16,22 @@ import pytest
 from test_baseline import DEGRADED, GOOD, SMALL, make_suite, save_base
 from test_haystack_report import CELLS as HAYSTACK_CELLS
 
-from pytest_lceval.grid import parse_length
-from pytest_lceval.haystack.report import write_reports
-from pytest_lceval.longscore.summary import write_summaries
-from pytest_lceval.report import heatmaps
+from pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin import (
+    pytest_lceval_finding as longscore_finding,
+)
+from pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin import (
+    pytest_lceval_report_artifacts as longscore_artifacts,
+)
+from pytest_lceval.benchmarks.longbench100.longscore.summary import write_summaries
+from pytest_lceval.benchmarks.task_haystack.report import write_reports
+from pytest_lceval.benchmarks.task_haystack.task_haystack_plugin import (
+    pytest_lceval_report_artifacts as haystack_artifacts,
+)
+from pytest_lceval.report import figure_style, heatmaps
 from pytest_lceval.report.badge import FAIL_COLOUR, PASS_COLOUR
 from pytest_lceval.report.findings import look_first, skip_reasons, worst_cells
 from pytest_lceval.report.html import (
+    HEATMAPS,
     assign_artifacts,
     clip,
     csv_html,
@@ -32,7 +41,8 @@ from pytest_lceval.report.html import (
     suite_sections,
 )
 from pytest_lceval.report.summary import cell_label, summarize
-from pytest_lceval.results import CellResult
+from pytest_lceval.results.cells import CellResult
+from pytest_lceval.run.grid import parse_length
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 ONE_PIXEL_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKm"
@@ -102,6 +112,10 @@ def test_badges_per_run_and_suite_carry_the_pass_rate_and_colour(
     assert "0% (0/4)" in bad and FAIL_COLOUR in bad and "lceval toy" in bad
 
 
+GROUPS = [HEATMAPS, *haystack_artifacts(), *longscore_artifacts()]
+"""The run folder's figure groups of a session with the built-in plugins."""
+
+
 def test_html_report_with_n_2_has_cell_extras_and_suite_sections(
         suite: pytest.Pytester) -> None:
     make_suite(suite, OTHER_REPORTS)
@@ -146,7 +160,7 @@ def test_artifacts_go_to_the_suite_they_name_else_their_group(tmp_path: Path) ->
         (tmp_path / name).write_text("x")
     sections = {k: sorted(p.name for p in v)
                 for k, v in assign_artifacts(tmp_path, ["recall", "recall_extra",
-                                                        "task_haystack"]).items()}
+                                                        "task_haystack"], GROUPS).items()}
     assert sections == {
         "recall": ["heatmap-recall-json_kv.png", "longscore-recall.csv"],
         "recall_extra": ["heatmap-recall_extra-x.png"],
@@ -177,21 +191,25 @@ def cell(label: str, score: float, outcome: str = "passed", reason: str = "",
     return result
 
 
+LONGSCORE = [longscore_finding]
+"""LongScore's plugin reads its long cells for the report (pytest_lceval_finding)."""
+
+
 def test_look_first_names_failed_cells_then_longscore_drops_then_the_rest() -> None:
     cells = [cell("json_kv-1k-0", 1.0), cell("json_kv-2k-50", 0.25, "failed"),
              cell("json_kv-4k-50", 0.5, longscore_role="long", longscore=-40.0),
              cell("json_kv-4k-0", 0.0, "failed"), cell("json_kv-8k-0", math.nan, "skipped"),
              cell("json_kv-8k-50", 0.375, "failed", longscore_role="long", longscore=-62.5)]
-    assert look_first(cells) == (
+    assert look_first(cells, verdicts=LONGSCORE) == (
         "Look first at: json_kv-8k-50 (FAIL, LongScore -62.5%, score 37.5%); json_kv-4k-0 "
         "(FAIL, score 0.0%); json_kv-2k-50 (FAIL, score 25.0%); and 1 more.")
-    assert [f.result.nodeid[-14:] for f in worst_cells(cells)][-1] == "[json_kv-1k-0]"
-    assert look_first(cells[:1] + cells[2:3]) == (
+    assert [f.result.nodeid[-14:] for f in worst_cells(cells, LONGSCORE)][-1] == "[json_kv-1k-0]"
+    assert look_first(cells[:1] + cells[2:3], verdicts=LONGSCORE) == (
         "Look first at: json_kv-4k-50 (LongScore -40.0%, score 50.0%).")
     assert look_first([cell("a-1k-0", 0.9), cell("a-2k-0", 0.6), cell("a-4k-0", 1.0)],
                       limit=1) == "Nothing failed or dropped; lowest: a-2k-0 (score 60.0%)."
-    assert look_first(cells[4:5]) == ("Look first at the skip reasons: no cell was measured "
-                                      "(1 skipped).")
+    assert look_first(cells[4:5], verdicts=LONGSCORE) == (
+        "Look first at the skip reasons: no cell was measured (1 skipped).")
 
 
 def test_skip_reasons_are_grouped_most_common_first_and_shown_per_suite() -> None:
@@ -261,9 +279,9 @@ def test_heatmaps_show_every_measured_score_with_n_and_fail_mark() -> None:
 
 def test_labels_are_white_on_dark_cells_and_black_on_light_ones() -> None:
     colours = matplotlib.colormaps["RdYlGn"]
-    assert heatmaps.label_colour(tuple(colours(0.0))) == "white"  # dark red
-    assert heatmaps.label_colour(tuple(colours(1.0))) == "white"  # dark green
-    assert heatmaps.label_colour(tuple(colours(0.5))) == "black"  # pale yellow
+    assert figure_style.label_colour(tuple(colours(0.0))) == "white"  # dark red
+    assert figure_style.label_colour(tuple(colours(1.0))) == "white"  # dark green
+    assert figure_style.label_colour(tuple(colours(0.5))) == "black"  # pale yellow
 
 
 def test_csv_tables_are_rounded_and_fit_the_page(tmp_path: Path) -> None:
@@ -343,7 +361,7 @@ def test_longbench100_section_has_look_first_score_table_figures_and_longscore_t
     heatmaps.pytest_lceval_session_finish(config=None, run_dir=tmp_path,  # type: ignore[arg-type]
                                           results=cells)
     write_summaries(tmp_path, cells, "2k", None)
-    [section] = suite_sections(tmp_path, summarize("run", cells), cells)
+    [section] = suite_sections(tmp_path, summarize("run", cells), cells, GROUPS, LONGSCORE)
     assert ('<p class="look-first">Look first at: kv_retrieval-4k (FAIL, LongScore -50.0%, '
             "score 37.5%).</p>") in section
     assert "<td>too long for the window</td><td class=\"num\">1</td>" in section

@@ -17,17 +17,23 @@ from test_haystack_report import CELLS as HAYSTACK_CELLS
 from test_report import cell, html_tests
 from toy_suite import RECALL_SUITE
 
-from pytest_lceval import strict_json
-from pytest_lceval.haystack.figures import diagnostic_figure
-from pytest_lceval.haystack.metrics import measured as haystack_measured
-from pytest_lceval.haystack.report import write_reports
-from pytest_lceval.longscore.summary import longscore_figure, task_rows
+from pytest_lceval.benchmarks.longbench100.longscore.summary import longscore_figure, task_rows
+from pytest_lceval.benchmarks.task_haystack.figures import diagnostic_figure
+from pytest_lceval.benchmarks.task_haystack.metrics import measured as haystack_measured
+from pytest_lceval.benchmarks.task_haystack.report import write_reports
 from pytest_lceval.report import heatmaps
 from pytest_lceval.report.badge import FAIL_COLOUR, badge_text
 from pytest_lceval.report.findings import look_first
 from pytest_lceval.report.html import cell_html
 from pytest_lceval.report.summary import Tally, length_rows
-from pytest_lceval.results import CellResult, Judgement, clip_sample, failing_first, read_results
+from pytest_lceval.results import strict_json
+from pytest_lceval.results.cells import (
+    CellResult,
+    Judgement,
+    clip_sample,
+    failing_first,
+    read_results,
+)
 
 COMPARED = ["--lengths", "1k", "--depths", "0,50,55", "--samples", "12", "-p", "no:randomly",
             "--lceval-threshold", "0"]

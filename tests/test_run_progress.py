@@ -18,14 +18,13 @@ from pathlib import Path
 import pytest
 from toy_suite import SUITE, TOY_TASK
 
-from pytest_lceval.grid import Cell
-from pytest_lceval.haystack.plan import HaystackCell
+from pytest_lceval.benchmarks.task_haystack.plan import HaystackCell
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
-from pytest_lceval.progress import CellProgress, WorkerBoard, short_label, use_board
-from pytest_lceval.records import GenerateRequest, Generation
-from pytest_lceval.run_plan import (
+from pytest_lceval.results.records import GenerateRequest, Generation
+from pytest_lceval.run.grid import Cell
+from pytest_lceval.run.plan import (
     PlannedCell,
     RunTracker,
     Throughput,
@@ -33,7 +32,8 @@ from pytest_lceval.run_plan import (
     load_prior,
     save_prior,
 )
-from pytest_lceval.store import Store
+from pytest_lceval.run.progress import CellProgress, WorkerBoard, short_label, use_board
+from pytest_lceval.store.database import Store
 
 SLOW_MOCK = """
 import time

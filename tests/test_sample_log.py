@@ -18,7 +18,7 @@ import pytest
 from run_outputs import read_results
 from toy_suite import RECALL_SUITE
 
-from pytest_lceval.sample_log import cell_file, read_cell
+from pytest_lceval.results.sample_log import cell_file, read_cell
 
 LOGGING_BACKEND = '''
 import json

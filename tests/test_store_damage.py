@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from toy_suite import SUITE, TOY_TASK
 
-from pytest_lceval.store import Store, StoreCorruptionWarning, StoreError
-from pytest_lceval.store_repair import StoreUsageError, check_store
+from pytest_lceval.store.database import Store, StoreCorruptionWarning, StoreError
+from pytest_lceval.store.repair import StoreUsageError, check_store
 
 ROWS = 1500
 PAGE = 4096

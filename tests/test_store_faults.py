@@ -20,8 +20,8 @@ from toy_suite import SUITE, TOY_TASK
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.models.stored import StoredModel
-from pytest_lceval.records import GenerateRequest
-from pytest_lceval.store import Store, StoreCorruptionWarning
+from pytest_lceval.results.records import GenerateRequest
+from pytest_lceval.store.database import Store, StoreCorruptionWarning
 
 SLOW_BACKEND = """
 import os, time
@@ -131,7 +131,7 @@ def test_kill_9_mid_cell_then_rerun_recomputes_nothing_stored(
 WRITER = """
 import sys
 from pathlib import Path
-from pytest_lceval.store import Store
+from pytest_lceval.store.database import Store
 
 store = Store(Path(sys.argv[1]))
 name = sys.argv[2]
@@ -220,7 +220,7 @@ def test_a_killed_writer_leaves_a_readable_store(tmp_path: Path) -> None:
     endless = textwrap.dedent("""
         import sys
         from pathlib import Path
-        from pytest_lceval.store import Store
+        from pytest_lceval.store.database import Store
         store = Store(Path(sys.argv[1]))
         for i in range(10**6):
             store.put_answers("fp", [(f"k{i}", {"text": "x" * 2000, "i": i})])

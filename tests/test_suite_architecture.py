@@ -11,8 +11,8 @@ import pytest
 from run_outputs import read_results
 from toy_suite import SUITE, TOY_TASK
 
-from pytest_lceval import cell_run
 from pytest_lceval.models.stored import StoredModel
+from pytest_lceval.run import cell_run
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "examples" / "row_lookup"
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -170,7 +170,7 @@ def test_an_empty_suite_says_which_data_it_lacks(pytester: pytest.Pytester) -> N
 
 
 MORE_RECALL = '''
-from pytest_lceval.suite import MoreTasks
+from pytest_lceval.run.suite import MoreTasks
 
 
 def pytest_lceval_suites(config):

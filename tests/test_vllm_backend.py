@@ -26,7 +26,7 @@ import pytest
 from pytest_lceval.models import topk_rank
 from pytest_lceval.models.registry import LoadOptions, MissingDependencyError, load_backend
 from pytest_lceval.models.serving import ServingOptions
-from pytest_lceval.records import GenerateRequest, Prompt, RankRequest
+from pytest_lceval.results.records import GenerateRequest, Prompt, RankRequest
 
 REAL_VLLM = importlib.util.find_spec("vllm") is not None
 

@@ -12,9 +12,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..models.base import Backend
 from ..models.stored import CallCounter, StoredModel
-from ..records import Case, GenerateRequest, Prompt
-from ..score_metric import ScoreMetric
-from ..store import Store
+from ..results.records import Case, GenerateRequest, Prompt
+from ..results.score_metric import ScoreMetric
+from ..store.database import Store
 from . import keypoints as keypoints_module
 from .agreement import kappa, mean_difference, rank_correlation
 from .prompts import RETRY

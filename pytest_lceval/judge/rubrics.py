@@ -24,9 +24,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..metrics import helmet_parse_output, helmet_scored
-from ..records import Case
-from ..score_metric import ScoreMetric
+from ..results.records import Case
+from ..results.score_metric import ScoreMetric
+from ..tasks.metrics import helmet_parse_output, helmet_scored
 from . import prompts
 from .helmet_prompts import HELMET
 from .replies import Field

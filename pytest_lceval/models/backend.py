@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
+from ..results.records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
 from .base import Renderer, Tokenizer
 from .options import ModelUnavailable
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
+from ..results.records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
 from .joined_count import Part
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from ..records import GenerateRequest, Generation, Ranking, RankRequest
+from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend
 from .base import Renderer, cut_at_stop
 from .mock_judge import JUDGE_MODES, judge_reply

@@ -55,7 +55,7 @@ from typing import Any, Generic, TypeVar
 
 import openai
 
-from ..records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
+from ..results.records import GenerateRequest, Generation, Prompt, Ranking, RankRequest
 from . import topk_rank
 from .backend import BaseBackend, Stopwatch
 from .base import cut_at_stop

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ..records import GenerateRequest, Generation, Ranking, RankRequest
-from ..store import Store, process_owner
+from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
+from ..store.database import Store, process_owner
 from .base import Backend
 
 R = TypeVar("R", GenerateRequest, RankRequest)

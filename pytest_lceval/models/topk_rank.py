@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from ..records import Ranking
+from ..results.records import Ranking
 from .base import Tokenizer
 
 LOGPROBS = "logprobs"

@@ -2,7 +2,7 @@
 
 Spec: ``vllm:PATH_OR_ID``; ``--lceval-tensor-parallel T`` splits each layer over T GPUs and
 ``--lceval-pipeline-parallel P`` the layers over P stages, so an engine spans T x P GPUs (each
-xdist worker gets that many, see devices.py); ``--lceval-vllm-executor ray`` runs its workers on
+xdist worker gets that many, see run/devices.py); ``--lceval-vllm-executor ray`` runs its workers on
 a Ray cluster, so that an engine can span nodes. The tensor-parallel size is in the fingerprint
 (a split layer sums its parts in another order); the pipeline size and the executor are not:
 they place the same per-layer computation on other GPUs, so their answers are shared.
@@ -35,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
+from ..results.records import GenerateRequest, Generation, Ranking, RankRequest, stable_hash
 from . import topk_rank
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop

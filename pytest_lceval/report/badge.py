@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..results import CellResult
+from ..results.cells import CellResult
 from .summary import RunSummary, Tally, percent, summarize
 
 BADGE = "badge"

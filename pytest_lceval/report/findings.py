@@ -5,22 +5,23 @@ cells are worst, and which cells did not run and why. Both are computed here fro
 alone (no files), so the HTML report and its tests agree on them. Cells are named by their
 test parameter id ('json_kv-8k-50'): what pytest prints and ``-k`` selects.
 
-"Worst" follows each suite's own verdict: Task Haystack FAILs (the most negative t first), then
-failed cells (the biggest LongScore drop, else the lowest score, first), then LongScore drops
-of cells that passed, then the lowest scores. In a run compared with a saved one, the cells
-that regressed against it come before all of these (the biggest drop first), then the cells
-that could not be compared, and a failure the saved run had too ranks after the new ones.
+"Worst" follows each suite's own verdict, which the plugin that gives it reads
+(``pytest_lceval_finding``: Task Haystack's t-test, LongScore's drops), on one scale of kinds
+(lower is worse): 0 regressed against the saved run, 1 not comparable with it, 2 a FAIL of a
+suite's own test, 3 a failed cell with a verdict of its own, 4 a failed cell, 5 a drop in a cell
+that passed, 6 the lowest scores, 7 a PASS of a suite's own test. A failure the saved run had
+too ranks after the new ones of its kind.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..haystack.metrics import HaystackMetrics
-from ..haystack.verdict import FAIL
-from ..results import CellResult
+from ..results.cells import CellResult
+from .finding import Finding, OwnFinding, percent
 from .summary import BASELINE, FAILING_STATUSES, cell_label
 
 LOOK_FIRST = 3
@@ -29,26 +30,12 @@ SKIP_EXAMPLES = 6
 """Cells listed per skip reason; the rest are counted."""
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One cell with the number that makes it bad (or least good)."""
-
-    result: CellResult
-    why: str
-    bad: bool
-    """A regression, a FAIL, a failed cell or a LongScore drop: worth a look even when others
-    are lower."""
-    rank: tuple[int, int, float]
-    """Sort key: the kind of problem (lower is worse), 1 for a failure the saved run had too,
-    then its number (lower is worse)."""
-
-
-def judge_cell(result: CellResult) -> Finding | None:
+def judge_cell(result: CellResult, verdicts: Sequence[OwnFinding] = ()) -> Finding | None:
     """The cell's finding by its suite's own verdict; None when nothing was measured."""
     compared = _comparison(result)
     if compared is not None:
         return compared
-    finding = _own_verdict(result)
+    finding = _own_verdict(result, verdicts)
     if finding is None or not _failed_before(result):
         return finding
     kind, _, value = finding.rank
@@ -66,8 +53,8 @@ def _comparison(result: CellResult) -> Finding | None:
     if p["baseline_status"] != "regressed":
         return Finding(result, f"could not be compared with {name}", True, (1, 0, 0.0))
     diff = float(p["baseline_diff"])
-    return Finding(result, f"regressed against {name}: {_pct(p['baseline_score'])} → "
-                           f"{_pct(float(p['baseline_score']) + diff)}, Δ {100 * diff:+.1f} "
+    return Finding(result, f"regressed against {name}: {percent(p['baseline_score'])} → "
+                           f"{percent(float(p['baseline_score']) + diff)}, Δ {100 * diff:+.1f} "
                            f"points, p {_p(p.get('baseline_p'))}", True, (0, 0, diff))
 
 
@@ -77,34 +64,31 @@ def _failed_before(result: CellResult) -> bool:
         for j in result.judgements)
 
 
-def _own_verdict(result: CellResult) -> Finding | None:
-    failed = result.outcome == "failed"
-    haystack = HaystackMetrics.of(result)
-    if haystack is not None:  # Task Haystack: the paired t-test decides
-        fail = haystack.verdict == FAIL
-        t = math.inf if math.isnan(haystack.t) else haystack.t  # an undefined t ranks last
-        return Finding(result, f"{haystack.verdict}, stream index {haystack.stream_index}, "
-                               f"L-acc {_pct(haystack.l_acc)} vs S-acc {_pct(haystack.s_acc)}, "
-                               f"t {_fixed(haystack.t, 2)}", fail, (2 if fail else 7, 0, t))
+def _own_verdict(result: CellResult, verdicts: Sequence[OwnFinding]) -> Finding | None:
+    for verdict in verdicts:
+        finding = verdict(result)
+        if finding is not None:
+            return finding
     if math.isnan(result.score):
         return None
-    lc = result.metrics.get("longscore")
-    if result.metrics.get("longscore_role") == "long" and lc is not None and lc < 0:
-        return Finding(result, ("FAIL, " if failed else "") + f"LongScore {lc:+.1f}%, score "
-                               f"{_pct(result.score)}", True, (3 if failed else 5, 0, float(lc)))
-    return Finding(result, ("FAIL, " if failed else "") + f"score {_pct(result.score)}", failed,
+    failed = result.outcome == "failed"
+    return Finding(result, ("FAIL, " if failed else "") + f"score {percent(result.score)}", failed,
                    (4 if failed else 6, 0, result.score))
 
 
-def worst_cells(results: list[CellResult]) -> list[Finding]:
+def worst_cells(results: list[CellResult], verdicts: Sequence[OwnFinding] = ()
+                ) -> list[Finding]:
     """Every measured cell, worst first (see the module docstring)."""
-    found = [f for r in results if r.outcome != "skipped" and (f := judge_cell(r)) is not None]
+    found = [f for r in results
+             if r.outcome != "skipped" and (f := judge_cell(r, verdicts)) is not None]
     return sorted(found, key=lambda f: (f.rank, f.result.nodeid))
 
 
-def look_first(results: list[CellResult], limit: int = LOOK_FIRST) -> str:
-    """One line naming the worst cells of a suite; says so when nothing failed or dropped."""
-    worst = worst_cells(results)
+def look_first(results: list[CellResult], limit: int = LOOK_FIRST,
+               verdicts: Sequence[OwnFinding] = ()) -> str:
+    """One line naming the worst cells of a suite; says so when nothing failed or dropped.
+    ``verdicts``: the plugins' readings of their own verdicts (``pytest_lceval_finding``)."""
+    worst = worst_cells(results, verdicts)
     if not worst:
         skipped = sum(r.outcome == "skipped" for r in results)
         return f"Look first at the skip reasons: no cell was measured ({skipped} skipped)."
@@ -133,21 +117,7 @@ def skip_reasons(results: list[CellResult]) -> list[SkipGroup]:
             for reason, cells in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
-def _pct(value: object) -> str:
-    text = _fixed(100 * value if isinstance(value, (int, float)) else value, 1)
-    return text if text == "–" else text + "%"
-
-
 def _p(value: object) -> str:
     if not isinstance(value, (int, float)) or math.isnan(value):
         return "–"
     return "<0.001" if value < 0.001 else f"{value:.3g}"
-
-
-def _fixed(value: object, digits: int) -> str:
-    """A number for a sentence: '–' when missing, '-∞' for a t of a zero-variance drop."""
-    if not isinstance(value, (int, float)) or math.isnan(value):
-        return "–"
-    if math.isinf(value):
-        return "-∞" if value < 0 else "∞"
-    return f"{value:.{digits}f}"

@@ -25,16 +25,13 @@ from typing import Any
 
 import pytest
 
-from ..grid import format_depth, format_length
-from ..results import CellResult
+from ..results.cells import CellResult
+from ..run.grid import format_depth, format_length
+from .figure_style import MIN_WIDTH, label_colour, short_model
 
 HEATMAP_PREFIX = "heatmap"
-MIN_WIDTH = 4.8
-"""Inches: room for a two-line title even with a single column."""
 MIN_HEIGHT = 3.0
 """Inches: room for the y label beside the axes (not up into the title) even with one row."""
-TITLE_CHARS = 60
-"""A model name longer than this is shown as its head and tail."""
 
 
 @dataclass(frozen=True)
@@ -65,24 +62,6 @@ def score_grid(results: list[CellResult], row_of: Callable[[CellResult], Any]
         marks[row][column] = Mark(result.n, result.outcome == "failed",
                                   bool(result.metrics.get("longscore_undefined")))
     return lengths, rows, grid, marks
-
-
-def label_colour(rgba: tuple[float, ...]) -> str:
-    """White or black, whichever contrasts more with the cell colour (WCAG 2 luminance)."""
-    def linear(channel: float) -> float:
-        return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
-
-    red, green, blue = (linear(c) for c in rgba[:3])
-    luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
-    return "white" if (1.05 / (luminance + 0.05)) > ((luminance + 0.05) / 0.05) else "black"
-
-
-def short_model(model: str, limit: int = TITLE_CHARS) -> str:
-    """Head and tail of a long model name (a path's tail tells models apart)."""
-    if len(model) <= limit:
-        return model
-    keep = (limit - 1) // 2
-    return f"{model[:keep]}…{model[-keep:]}"
 
 
 def heatmap_figure(lengths: list[int], row_labels: list[str], grid: list[list[float]],

@@ -26,7 +26,7 @@ import csv
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,11 @@ from urllib.parse import quote
 
 import pytest
 
-from ..effective.plugin import effective_rows
-from ..grid import format_depth, format_length
-from ..haystack.verdict import FAIL
-from ..results import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
+from ..results.cells import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
+from ..run.grid import format_depth, format_length
+from ..verdicts.effective.effective_plugin import effective_rows
 from .badge import badge_path
+from .finding import OwnFinding
 from .findings import SKIP_EXAMPLES, look_first, skip_reasons
 from .judged import judge_table
 from .summary import (
@@ -71,12 +71,12 @@ TABLE_ROWS = 40
 """Rows shown of a CSV table from the run folder."""
 IMAGE_BYTES = 5_000_000
 """Larger images are linked by name, not embedded."""
-ARTIFACT_GROUPS: tuple[tuple[str, str, str | None], ...] = (
-    ("heatmap", "Depth × length heatmaps", None),
-    ("haystack", "Task Haystack", "task_haystack"),
-    ("longscore", "LongScore", "longbench100"),
-)
+ArtifactGroup = tuple[str, str, str | None]
 """(file-name prefix, title, the suite whose section shows it when the name names none)."""
+HEATMAPS: ArtifactGroup = ("heatmap", "Depth × length heatmaps", None)
+"""The core's own figures; plugins add theirs (``pytest_lceval_report_artifacts``)."""
+FAIL = "FAIL"
+"""How a table's 'verdict' column marks a failed row (Task Haystack's t-test tables)."""
 SHOWN_SUFFIXES = (".png", ".svg", ".csv", ".md")
 STYLE = """<style>
 .lceval h2 { margin-top: 1.5em; } .lceval h3 { margin: 1em 0 0.3em; }
@@ -337,14 +337,15 @@ def _artifact_html(path: Path, siblings: set[str]) -> str:
     return ""
 
 
-def assign_artifacts(run_dir: Path, suites: list[str]) -> dict[str, list[Path]]:
+def assign_artifacts(run_dir: Path, suites: list[str], groups: Sequence[ArtifactGroup]
+                     ) -> dict[str, list[Path]]:
     """Output files by section: a suite's name, or a group title when no suite claims them.
 
     A file belongs to suite S if its name starts with '<prefix>-S' (longest S wins), else to the
     group's home suite when that suite ran, else to a section of its own.
     """
     sections: dict[str, list[Path]] = {}
-    for prefix, title, home in ARTIFACT_GROUPS:
+    for prefix, title, home in groups:
         for path in sorted(run_dir.glob(f"{prefix}-*")):
             if path.suffix not in SHOWN_SUFFIXES:
                 continue
@@ -398,8 +399,8 @@ def run_header(run_dir: Path, summary: RunSummary) -> str:
             + "</div>")
 
 
-def look_first_html(results: list[CellResult]) -> str:
-    return f'<p class="look-first">{escape(look_first(results))}</p>'
+def look_first_html(results: list[CellResult], verdicts: Sequence[OwnFinding] = ()) -> str:
+    return f'<p class="look-first">{escape(look_first(results, verdicts=verdicts))}</p>'
 
 
 def skips_html(results: list[CellResult]) -> str:
@@ -475,18 +476,20 @@ def _score_cell(group: list[CellResult], scored: list[CellResult], mean: float |
     return text
 
 
-def suite_sections(run_dir: Path, summary: RunSummary,
-                   results: list[CellResult]) -> list[str]:
+def suite_sections(run_dir: Path, summary: RunSummary, results: list[CellResult],
+                   groups: Sequence[ArtifactGroup] = (HEATMAPS,),
+                   verdicts: Sequence[OwnFinding] = ()) -> list[str]:
     """Per suite: what to act on first (the comparison, what to look at, skip reasons), then
-    the tables and figures."""
+    the tables and figures. ``groups``: the run folder's files to show; ``verdicts``: the
+    plugins' readings of their own verdicts (both from hooks in the session)."""
     suites = [t.name for t in summary.suites]
-    artifacts = assign_artifacts(run_dir, suites)
+    artifacts = assign_artifacts(run_dir, suites, groups)
     siblings = {p.name for paths in artifacts.values() for p in paths}
     html = []
     for tally in summary.suites:
         mine = [r for r in results if r.suite == tally.name]
         parts = [f"<h2>Suite {escape(tally.name)}</h2>", _badge(badge_path(run_dir, tally.name)),
-                 _tally_line(summary, tally), look_first_html(mine)]
+                 _tally_line(summary, tally), look_first_html(mine, verdicts)]
         deltas = [d for d in summary.deltas if d.suite == tally.name]
         if deltas:
             counts = delta_counts(Counter(d.status for d in deltas))
@@ -528,5 +531,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}),
                     samples_note(run_dir), effective_rows(config, results))
     prefix.append(run_header(run_dir, run))
-    postfix.extend(suite_sections(run_dir, run, results))
+    groups = [HEATMAPS, *(group for found in config.hook.pytest_lceval_report_artifacts()
+                          for group in found)]
+    postfix.extend(suite_sections(run_dir, run, results, groups,
+                                  [lambda r: config.hook.pytest_lceval_finding(result=r)]))
 

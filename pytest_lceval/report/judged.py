@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..results import CellResult
+from ..results.cells import CellResult
 
 KAPPA_PREFIX = "judge_kappa_"
 

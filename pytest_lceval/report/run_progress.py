@@ -23,9 +23,9 @@ import pytest
 
 from ..models.options import LoadOptions
 from ..models.preflight import window_hint
-from ..progress import TerminalBoard, WorkerBoard, bypass_capture, use_board
-from ..results import RUN_DIR
-from ..run_plan import (
+from ..models.serving_plugin import serving_options
+from ..results.cells import RUN_DIR
+from ..run.plan import (
     PlannedCell,
     RunTracker,
     Throughput,
@@ -37,10 +37,10 @@ from ..run_plan import (
     today,
     write_plan,
 )
-from ..serving_plugin import serving_options
+from ..run.progress import TerminalBoard, WorkerBoard, bypass_capture, use_board
+from ..run.suite import suites_of
+from ..run.workers import worker_id
 from ..settings import SETTINGS
-from ..suite import suites_of
-from ..workers import worker_id
 
 PLUGIN_NAME = "lceval-run-progress"
 PLAN_DIR = ".plan"

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from .. import strict_json
-from ..effective.length import EffectiveRow
-from ..effective.plugin import effective_rows
-from ..grid import format_length
-from ..results import CellResult, Judgement
-from ..sample_log import SAMPLES_DIR, logged
-from ..score_metric import range_text
+from ..results import strict_json
+from ..results.cells import CellResult, Judgement
+from ..results.sample_log import SAMPLES_DIR, logged
+from ..results.score_metric import range_text
+from ..run.grid import format_length
+from ..verdicts.effective.effective_plugin import effective_rows
+from ..verdicts.effective.length import EffectiveRow
 from .judged import JudgeRow, judge_rows, judge_table
 
 SUMMARY_MD = "summary.md"

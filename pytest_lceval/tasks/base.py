@@ -5,14 +5,18 @@ registry, so nothing one pytest session adds outlives it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..data import DataSource
-from ..grid import Cell
 from ..models.base import Renderer, Tokenizer
-from ..records import Case
-from ..score_metric import ScoreMetric
+from ..results.records import Case
+from ..results.score_metric import ScoreMetric
+from ..run.data import DataSource
+from ..run.grid import Cell
+
+if TYPE_CHECKING:
+    from ..run.evaluation import Evaluator
 
 
 class CellDoesNotFit(Exception):
@@ -25,7 +29,7 @@ class BuildContext:
     and the run seed.
 
     The tokenizer is the model's own, or the reference tokenizer of --lceval-ref-tokenizer
-    (reference_tokenizer.py); the renderer always applies the model's chat template, so the
+    (models/reference_tokenizer.py); the renderer always applies the model's chat template, so the
     model is fed the text that was counted. Generators count and slice only through these two.
     """
 
@@ -59,3 +63,26 @@ class GenerationTask(Protocol):
     def score(self, output: str, case: Case) -> float:
         """Score 0..1 of one output."""
         ...
+
+
+class CaseFilter(Protocol):
+    """What a task's filter kept of a cell's cases, and the counts its result records."""
+
+    @property
+    def kept(self) -> list[Case]: ...
+
+    @property
+    def metrics(self) -> dict[str, int]: ...
+
+    def reason_all_excluded(self) -> str:
+        """Why the cell has nothing left to measure, when the filter kept no case."""
+        ...
+
+
+@runtime_checkable
+class FiltersCases(Protocol):
+    """A task some of whose cases are left out after the model is asked something first
+    (100-LongBench's prior-knowledge filter). Every cell and LongScore's base run it between
+    building the cases and generating their answers; its requests go through the store."""
+
+    def filter_cases(self, evaluator: Evaluator, cases: Sequence[Case]) -> CaseFilter: ...

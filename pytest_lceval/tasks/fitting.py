@@ -19,7 +19,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from ..models.base import Renderer
 from ..models.joined_count import Part
-from ..records import Prompt
+from ..results.records import Prompt
 from .base import CellDoesNotFit
 
 FILL = 0.99

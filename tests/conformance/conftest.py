@@ -27,8 +27,8 @@ from typing import Any
 import datasets
 import pytest
 
+from pytest_lceval.benchmarks.ruler.common import RULER_CODES
 from pytest_lceval.models.presets import preset_directory
-from pytest_lceval.tasks.recall_common import RULER_CODES
 
 REFERENCE = Path(os.environ.get("LCEVAL_REFERENCE")
                  or Path(__file__).resolve().parents[3] / "shared" / "reference")

@@ -27,7 +27,7 @@ import pytest
 from pytest_lceval.judge.helmet_prompts import HELMET, read_helmet_prompts
 from pytest_lceval.judge.replies import Unparsed, parse_scores
 from pytest_lceval.judge.rubrics import RUBRICS
-from pytest_lceval.records import Case
+from pytest_lceval.results.records import Case
 
 TEN_THOUSAND = ("The plaintiffs sued the city. " * 400)[:10_000]
 OUTPUTS = [

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.helmet.longqa import LongQATask
+from pytest_lceval.benchmarks.helmet.longqa_data import LETTERS, Collection, Question
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
 from pytest_lceval.models.hf_text import HFText
-from pytest_lceval.records import Case
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.helmet_longqa import LongQATask
-from pytest_lceval.tasks.helmet_longqa_data import LETTERS, Collection, Question
 
 from .helmet_hub import between, helmet_length, hub, rendered
 
@@ -152,7 +152,7 @@ def test_a_cut_document_is_truncate_llama2s(helmet: tuple[ModuleType, ModuleType
     length, on text full of multi-byte characters."""
     import datasets
 
-    from pytest_lceval.tasks.helmet_longqa import OMITTED, Truncation
+    from pytest_lceval.benchmarks.helmet.longqa import OMITTED, Truncation
 
     data, _ = helmet
     marker = len(smollm2.encode(OMITTED))

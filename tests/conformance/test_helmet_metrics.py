@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
+from pytest_lceval.benchmarks.helmet.cite import HEADLINE, NLI, CiteTask
+from pytest_lceval.benchmarks.helmet.cite_metrics import Document
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.metrics import helmet_parse_output
 from pytest_lceval.models.hf_text import HFText
-from pytest_lceval.records import Case
-from pytest_lceval.tasks.cite_metrics import Document
-from pytest_lceval.tasks.helmet_cite import HEADLINE, NLI, CiteTask
+from pytest_lceval.results.records import Case
+from pytest_lceval.tasks.metrics import helmet_parse_output
 
 from .helmet_hub import hub
 

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.helmet.summ import SummTask
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
 from pytest_lceval.models.hf_text import HFText
-from pytest_lceval.records import Case
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.helmet_summ import SummTask
 
 from .helmet_hub import between, helmet_length, hub, rendered
 
@@ -128,7 +128,7 @@ def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], smollm2: HFT
     context = BuildContext(smollm2, renderer, source, SEED)  # type: ignore[arg-type]
     cases = task.build(Cell("summ", name, length, None, ROWS[name]), context)
     assert len(cases) == ROWS[name]
-    from pytest_lceval.tasks.helmet_summ_data import load
+    from pytest_lceval.benchmarks.helmet.summ_data import load
 
     _, collection = load(source, [release for release, _ in task.variants], name)
     documents = {item.document_id: item.document for item in collection.items}

@@ -31,11 +31,16 @@ import pytest
 from scipy import stats
 from shared_data import SHARED_DATA
 
-from pytest_lceval.data import DataSource
-from pytest_lceval.haystack.config import HaystackSettings, LengthSetting
-from pytest_lceval.haystack.data import ALL64, MAIN16, PERMISSIVE16, LliclTask, load_task
-from pytest_lceval.haystack.plan import SUITE, CellPlan, HaystackCell, plan_cell
-from pytest_lceval.haystack.prompts import (
+from pytest_lceval.benchmarks.task_haystack.config import HaystackSettings, LengthSetting
+from pytest_lceval.benchmarks.task_haystack.data import (
+    ALL64,
+    MAIN16,
+    PERMISSIVE16,
+    LliclTask,
+    load_task,
+)
+from pytest_lceval.benchmarks.task_haystack.plan import SUITE, CellPlan, HaystackCell, plan_cell
+from pytest_lceval.benchmarks.task_haystack.prompts import (
     lifelong,
     query,
     repeat_count,
@@ -43,12 +48,13 @@ from pytest_lceval.haystack.prompts import (
     single_task,
     task_block,
 )
-from pytest_lceval.haystack.ranking import score
-from pytest_lceval.haystack.runner import HaystackMeasure
-from pytest_lceval.haystack.verdict import paired_verdict
+from pytest_lceval.benchmarks.task_haystack.ranking import score
+from pytest_lceval.benchmarks.task_haystack.runner import HaystackMeasure
+from pytest_lceval.benchmarks.task_haystack.verdict import paired_verdict
 from pytest_lceval.models import topk_rank
 from pytest_lceval.models.hf_text import suffix_ids
-from pytest_lceval.records import Ranking
+from pytest_lceval.results.records import Ranking
+from pytest_lceval.run.data import DataSource
 
 CATEGORY = "Lifelong-ICL"
 LLICL = SHARED_DATA / "llicl"

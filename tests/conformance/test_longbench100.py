@@ -31,10 +31,10 @@ import pytest
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.chat_choice import renderer_for
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
-from pytest_lceval.records import Case
+from pytest_lceval.models.chat_choice import renderer_for
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 
 CATEGORY = "100-LongBench"
@@ -544,11 +544,11 @@ def score_tables(rng: random.Random) -> Iterator[dict[str, dict[int, float]]]:
 def project_rows(table: dict[str, dict[int, float]]) -> list[Any]:
     """The project's LongScore summary rows for the table: each long cell judged by the
     criterion against its task's base (one case per cell and per base, with those scores)."""
-    from pytest_lceval.longscore.base import BaseAbility, MeasuredBase
-    from pytest_lceval.longscore.config import LongScoreSettings
-    from pytest_lceval.longscore.criterion import LongScoreCriterion
-    from pytest_lceval.longscore.summary import task_rows
-    from pytest_lceval.results import CellResult
+    from pytest_lceval.benchmarks.longbench100.longscore.base import BaseAbility, MeasuredBase
+    from pytest_lceval.benchmarks.longbench100.longscore.config import LongScoreSettings
+    from pytest_lceval.benchmarks.longbench100.longscore.criterion import LongScoreCriterion
+    from pytest_lceval.benchmarks.longbench100.longscore.summary import task_rows
+    from pytest_lceval.results.cells import CellResult
 
     settings = LongScoreSettings(base_lengths=(2048, 4096, 6144), minimum=None, floor=0.05)
     criterion = LongScoreCriterion(settings, tuple(n * 1024 for n in LONG), seed=1,
@@ -574,7 +574,7 @@ def test_longscore_is_the_references(ref: SimpleNamespace, conformance: Any) -> 
     tasks per length, then the same), against the project's criterion and summary on the same
     table. The reference rounds each LC_l before averaging; the project does not, so they
     agree to the reference's printed precision (within 0.01)."""
-    from pytest_lceval.longscore.summary import overall
+    from pytest_lceval.benchmarks.longbench100.longscore.summary import overall
 
     lengths = [0, *LONG]
     compared = identical = 0

@@ -29,15 +29,15 @@ import datasets
 import pytest
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.ruler import tasks as recall
+from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
+from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell
-from pytest_lceval.metrics import string_match_all, string_match_part
-from pytest_lceval.records import Case
-from pytest_lceval.tasks import recall
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.recall_common import HELMET_RULER, RULER_CODES
-from pytest_lceval.tasks.recall_niah import NiahTask
+from pytest_lceval.tasks.metrics import string_match_all, string_match_part
 
 NOISE = {"f682453": "repeat", "c3f5e3b": "noise"}
 """The noise haystack's name in RULER's synthetic.yaml at each commit."""

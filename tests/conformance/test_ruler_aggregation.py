@@ -31,15 +31,15 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_lceval.benchmarks.ruler import tasks as recall
+from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
+from pytest_lceval.benchmarks.ruler.common_words import wonderwords
+from pytest_lceval.benchmarks.ruler.variable_tracking import Example
 from pytest_lceval.builtin_suites import builtin_tasks
-from pytest_lceval.data import DataSource
-from pytest_lceval.grid import Cell, case_seed
-from pytest_lceval.records import Case
-from pytest_lceval.tasks import recall
+from pytest_lceval.results.records import Case
+from pytest_lceval.run.data import DataSource
+from pytest_lceval.run.grid import Cell, case_seed
 from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.recall_common import HELMET_RULER, RULER_CODES
-from pytest_lceval.tasks.recall_variables import Example
-from pytest_lceval.tasks.recall_words import wonderwords
 
 SEED = 42
 SAMPLES = 25

@@ -6,13 +6,13 @@ criterion (better than chance). Run from this folder: pytest --model=mock:grep -
 import random
 from dataclasses import dataclass
 
-from pytest_lceval.criteria import Assessment, VerdictPolicy
-from pytest_lceval.grid import Cell, case_seed
-from pytest_lceval.records import GenerateRequest, Prompt
-from pytest_lceval.results import Judgement
-from pytest_lceval.score_metric import ScoreMetric
-from pytest_lceval.stats import mean_ci
-from pytest_lceval.suite import CellSkipped, Suite
+from pytest_lceval.results.cells import Judgement
+from pytest_lceval.results.records import GenerateRequest, Prompt
+from pytest_lceval.results.score_metric import ScoreMetric
+from pytest_lceval.run.grid import Cell, case_seed
+from pytest_lceval.run.suite import CellSkipped, Suite
+from pytest_lceval.verdicts.criteria import Assessment, VerdictPolicy
+from pytest_lceval.verdicts.stats import mean_ci
 
 WORDS = "amber birch cobalt delta ember fjord garnet harbor indigo juniper".split()
 

@@ -1,0 +1,30 @@
+"""HELMET's realistic categories, one suite each; a new category is a module of tasks here and
+one line below."""
+
+from __future__ import annotations
+
+from ...run.generation_suite import GenerationSuite
+from . import cite, icl, longqa, rag, rerank, summ
+
+
+def helmet_suites() -> list[GenerationSuite]:
+    return [
+        GenerationSuite("rag", rag.TASKS,
+                        "HELMET's retrieval-augmented generation: question + passages filling "
+                        "the length, the gold passage at each depth; SubEM"),
+        GenerationSuite("rerank", rerank.TASKS,
+                        "HELMET's passage re-ranking: a query and passages with ids, the "
+                        "model's ranking scored by NDCG@10"),
+        GenerationSuite("icl", icl.TASKS,
+                        "HELMET's many-shot in-context learning: balanced rounds of "
+                        "demonstrations filling the length; accuracy"),
+        GenerationSuite("cite", cite.TASKS,
+                        "HELMET's generation with citations (ALCE): correctness and citation "
+                        "recall/precision"),
+        GenerationSuite("longqa", longqa.TASKS,
+                        "HELMET's long-document QA: NarrativeQA (judged), ∞Bench-style QA "
+                        "(ROUGE-L F1) and multiple choice cut to the length"),
+        GenerationSuite("summ", summ.TASKS,
+                        "HELMET's summarisation (judged): ∞Bench Sum's L-Eval substitutes and "
+                        "Multi-LexSum, the document cut to the length"),
+    ]

@@ -1,0 +1,2 @@
+"""What a run records: typed records, each cell's result, the per-case sample log and the
+files a run writes."""

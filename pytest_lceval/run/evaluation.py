@@ -1,0 +1,175 @@
+"""The session state that measuring a cell needs: settings, the model behind the store, data,
+the run folder, and what criteria needed measured (memoised per process); and the one pipeline
+that turns built cases into scores (``Evaluator.answer``), for every suite's cells and for
+LongScore's base ability alike."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from ..judge.panel import JudgedTask, JudgePanel, Scored
+from ..models.chat_choice import renderer_for
+from ..models.reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
+from ..models.stored import StoredModel
+from ..results.cells import CellResult
+from ..results.records import Case, Generation
+from ..results.sample_log import write_cell
+from ..settings import Settings
+from ..tasks.base import BuildContext, FiltersCases, GenerationTask
+from ..tasks.stops import with_stops
+from .data import DataSource
+from .grid import Cell
+from .progress import CellProgress
+
+
+class NothingKept(Exception):
+    """The task's filter left none of the cases (the message says why); ``metrics`` are its
+    counts, which the result still records, ``requests`` what its probes asked."""
+
+    def __init__(self, reason: str, metrics: dict[str, int], requests: int) -> None:
+        super().__init__(reason)
+        self.metrics = metrics
+        self.requests = requests
+
+
+@dataclass(frozen=True)
+class Answered:
+    """Built cases after the pipeline: those the task's filter kept, their answers, scores."""
+
+    cases: list[Case]
+    generations: list[Generation]
+    scored: Scored
+    filter_metrics: dict[str, int]
+    """The filter's counts (probed, excluded...); empty for a task without one."""
+    requests: int
+    """Requests that reached the model or the store (the filter's probes included)."""
+    seconds_model: float
+    seconds_score: float
+
+
+class Need(Protocol):
+    """Something a criterion needs measured before it can judge a cell."""
+
+    @property
+    def key(self) -> Hashable:
+        """Equal keys are measured once per process (e.g. one base ability per task)."""
+        ...
+
+    def measure(self, evaluator: Evaluator) -> Any:
+        """Measure it (may call the model, through the store)."""
+        ...
+
+
+@dataclass
+class Evaluator:
+    """Session-wide state that every cell needs; one per process (per xdist worker)."""
+
+    config: pytest.Config
+    settings: Settings
+    model: StoredModel
+    data: DataSource
+    run_dir: Path
+    judges: JudgePanel | None = None
+    """The judge (and second judge) of judged tasks; None when the run names none."""
+    _evidence: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+    """Measured needs by key (a task's LongScore base ability is measured once per process)."""
+
+    def context_for(self, task: GenerationTask) -> BuildContext:
+        """The build context with the rendering ``task`` gets (see chat_choice)."""
+        renderer = renderer_for(self.model.renderer, self.settings.chat_template, task)
+        if self.reference is not None:  # lengths in the reference tokenizer's tokens
+            return self.reference.build_context(renderer, self.data, self.settings.seed)
+        return BuildContext(self.model.tokenizer, renderer, self.data, self.settings.seed)
+
+    def build(self, task: GenerationTask, cell: Cell) -> list[Case]:
+        """The cell's cases as this run asks them: built in the task's rendering
+        (``context_for``), their answers stopped where ``--lceval-stop-newline`` says
+        (benchmarks/helmet/pipeline.py). Raises CellDoesNotFit."""
+        return with_stops(task.build(cell, self.context_for(task)), task,
+                          self.settings.stop_newline)
+
+    @functools.cached_property
+    def reference(self) -> ReferenceTokenizer | None:
+        """The --lceval-ref-tokenizer, loaded once per process; None without the option."""
+        if self.settings.ref_tokenizer is None:
+            return None
+        try:
+            return load_reference(self.settings.ref_tokenizer)
+        except ReferenceTokenizerError as exc:
+            pytest.fail(f"pytest-lceval: {exc}", pytrace=False)
+
+    def answer(self, task: GenerationTask, cases: Sequence[Case], label: str,
+               agreement: bool = True) -> Answered:
+        """Filter (a task's ``filter_cases``), answer through the store with ``label`` on the
+        progress line, score: the steps after building, the same for a cell and for
+        LongScore's base. Raises NothingKept when the filter leaves no case."""
+        model = self.model
+        before, spent = model.calls.here, model.calls.seconds_here
+        kept, metrics = list(cases), {}
+        if isinstance(task, FiltersCases):
+            known = task.filter_cases(self, kept)
+            metrics = dict(known.metrics)
+            if kept and not known.kept:
+                raise NothingKept(known.reason_all_excluded(), metrics,
+                                  model.calls.here - before)
+            kept = list(known.kept)
+        progress = CellProgress(label)
+        try:
+            generations = model.generate([case.request() for case in kept], progress)
+        finally:
+            progress.close()
+        seconds_model = model.calls.seconds_here - spent
+        requests = model.calls.here - before
+        started = time.perf_counter()
+        scored = self.score(task, [g.text for g in generations], kept, agreement)
+        return Answered(kept, generations, scored, metrics, requests, seconds_model,
+                        time.perf_counter() - started)
+
+    def score(self, task: GenerationTask, outputs: Sequence[str], cases: Sequence[Case],
+              agreement: bool = True) -> Scored:
+        """Every output's score: by the judge for a judged task (with the agreement numbers
+        when ``agreement``), else by the task's own metric. The one scoring path of cells,
+        prior-knowledge probes and LongScore's base ability."""
+        if isinstance(task, JudgedTask):
+            if self.judges is None:  # the grid leaves judged tasks out without a judge
+                raise RuntimeError(f"task {task.name} is judged but the run has no judge")
+            return self.judges.score(task, outputs, cases, agreement)
+        return Scored([task.score(output, case)
+                       for output, case in zip(outputs, cases, strict=True)])
+
+    def judge_identity(self, task: GenerationTask) -> str:
+        """Who scores ``task``'s outputs: the judge's identity, "" for a rule-scored task (a
+        value stored from judged scores must name its judge)."""
+        if isinstance(task, JudgedTask) and self.judges is not None:
+            return self.judges.first.identity
+        return ""
+
+    def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:
+        return CellResult(
+            nodeid=nodeid, suite=cell.suite, task=cell.task, length=cell.length,
+            depth=cell.depth, extra=cell.axes(), model=self.settings.model,
+            fingerprint=self.model.fingerprint, seed=self.settings.seed, source=source,
+            context_window=self.model.context_window,
+        )
+
+    def log_cases(self, result: CellResult, cases: Sequence[dict[str, Any]]) -> None:
+        """Under --lceval-log-samples, write every case of the cell (``sample_log``) and name
+        the file in its result; without it, nothing."""
+        if self.settings.log_samples:
+            cell = {"suite": result.suite, "task": result.task, "length": result.length,
+                    "cell_depth": result.depth, "axes": result.extra, "metric": result.metric}
+            result.samples_file = write_cell(self.run_dir, result.nodeid, cell, cases)
+
+    def measure_needs(self, needs: Sequence[Need]) -> dict[Hashable, Any]:
+        """The evidence for ``needs``: each key measured once per process."""
+        for need in needs:
+            if need.key not in self._evidence:
+                self._evidence[need.key] = need.measure(self)
+        return {need.key: self._evidence[need.key] for need in needs}

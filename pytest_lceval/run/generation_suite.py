@@ -1,0 +1,233 @@
+"""The suites of generation tasks (recall, 100-LongBench): task x length x depth, each cell N
+cases built by a registered task, answered through the store, scored by the task's metric."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol, runtime_checkable
+
+import pytest
+
+from ..judge.panel import JudgedTask, cell_metric
+from ..models.reference_tokenizer import ReferenceTokenizer
+from ..results.cells import SAMPLE_CHARS, CellResult, clip_sample, failing_first
+from ..results.records import Case
+from ..results.sample_log import generated_case
+from ..results.score_metric import ScoreMetric
+from ..settings import Settings
+from ..tasks.base import CellDoesNotFit, GenerationTask
+from ..tasks.stops import config_stops_at_newline
+from ..verdicts.criteria import VerdictPolicy
+from ..verdicts.stats import mean_ci
+from .data import DataSource
+from .evaluation import Evaluator, NothingKept
+from .grid import Cell
+from .suite import CellRefused, CellSkipped, Suite
+from .workers import worker_label
+
+SAMPLES_KEPT = 3
+"""Prompts/outputs kept per cell for reports, the lowest-scoring first."""
+NEEDS_JUDGE = "a judge model (--lceval-judge=SPEC)"
+"""What a judged task lacks in a run that names no judge."""
+LENGTH_SWEEP = VerdictPolicy(("longscore", "threshold", "baseline"),
+                             replaces=(("longscore", "threshold"),))
+"""A score threshold per task; on long cells LongScore's bound, when set, replaces the default
+threshold (an explicit one is still judged); the saved-run comparison everywhere."""
+
+
+@runtime_checkable
+class NeedsData(Protocol):
+    """A task that reads a data set which only the data directory can hold (HELMET's)."""
+
+    def missing_data(self, data: DataSource) -> str | None:
+        """None when ``data`` has what the task reads; else what is missing and where to put
+        it, in a few words."""
+        ...
+
+
+@runtime_checkable
+class CountsOutputs(Protocol):
+    """A task that also counts something over a cell's outputs (re-rank: unparsed rankings)."""
+
+    def cell_metrics(self, outputs: list[str], cases: list[Case]) -> dict[str, Any]: ...
+
+
+class GenerationSuite(Suite):
+    """A suite whose cells are the generation tasks it declares, over the run's lengths and,
+    for tasks with a key position, its depths. The tasks live in the suite object, which lives
+    for one session: nothing a run declares is left for the next run in the same process."""
+
+    measures_ahead = True
+
+    def __init__(self, name: str, tasks: Iterable[GenerationTask], description: str = "",
+                 policy: VerdictPolicy = LENGTH_SWEEP) -> None:
+        self.name = name
+        self.tasks: dict[str, GenerationTask] = {}
+        self.description = description or f"cells of the {name} suite"
+        self.policy = policy
+        self._add(tasks)
+
+    def _add(self, tasks: Iterable[GenerationTask]) -> None:
+        for task in tasks:
+            if task.name in self.tasks:
+                raise pytest.UsageError(
+                    f"pytest-lceval: suite {self.name!r} has two tasks named {task.name!r} "
+                    f"({type(self.tasks[task.name]).__qualname__} and "
+                    f"{type(task).__qualname__}); rename one")
+            if not isinstance(getattr(task, "metric", None), ScoreMetric):
+                raise pytest.UsageError(
+                    f"pytest-lceval: task {task.name!r} of suite {self.name!r} declares no "
+                    f"metric: give {type(task).__qualname__} a `metric` attribute, a "
+                    f"ScoreMetric (pytest_lceval.results.score_metric, e.g. SUBEM or "
+                    f"ScoreMetric('exact_match', 'what it counts')), so that its results say "
+                    f"what their scores are")
+            self.tasks[task.name] = task
+
+    def with_tasks(self, tasks: Iterable[GenerationTask]) -> GenerationSuite:
+        self._add(tasks)
+        return self
+
+    def task(self, name: str) -> GenerationTask:
+        return self.tasks[name]
+
+    def task_names(self) -> list[str]:
+        return list(self.tasks)
+
+    def metric_for(self, task: str) -> ScoreMetric:
+        return cell_metric(self.tasks[task])
+
+    def declares_metrics(self) -> bool:
+        return True  # each task's, checked as it is added
+
+    def grid(self, settings: Settings) -> list[Cell]:
+        tasks = list(self.tasks.values())
+        if not tasks:
+            raise pytest.UsageError(f"pytest-lceval: suite {self.name!r} declares no tasks")
+        if settings.tasks:
+            tasks = [task for task in tasks if task.name in settings.tasks]
+        missing = self.missing_data(settings)
+        tasks = [task for task in tasks if task.name not in missing]
+        return [
+            Cell(self.name, task.name, length, depth, settings.samples)
+            for task in tasks
+            for length in settings.lengths
+            for depth in (settings.depths if task.uses_depth else (None,))
+        ]
+
+    def missing_data(self, settings: Settings) -> dict[str, str]:
+        """Tasks of the suite whose data the data directory lacks, and what they need: they
+        have no cells (a run without --lceval-data still runs every other suite)."""
+        data = settings.data_source()
+        missing = {task.name: need for task in self.tasks.values()
+                   if isinstance(task, NeedsData) and (need := task.missing_data(data))}
+        if settings.judge is None:  # scored by a judge model, which the run does not name
+            missing.update({task.name: NEEDS_JUDGE
+                            for task in self.tasks.values()
+                            if isinstance(task, JudgedTask) and task.name not in missing})
+        return missing
+
+    def left_out(self, settings: Settings) -> dict[str, str]:
+        return {name: need for name, need in self.missing_data(settings).items()
+                if not settings.tasks or name in settings.tasks}
+
+    def why_empty(self, settings: Settings) -> str:
+        missing = self.missing_data(settings)
+        if missing and not settings.tasks:
+            needs = "; ".join(f"{name} needs {need}" for name, need in missing.items())
+            return f"suite {self.name!r} has no cells: {needs}"
+        return super().why_empty(settings)
+
+    def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
+        model = evaluator.model
+        task = self.tasks[cell.task]
+        if cell.length > model.context_window and evaluator.reference is None:
+            raise CellSkipped(f"cell length {cell.length} tokens exceeds the model's context "
+                              f"window of {model.context_window} tokens")
+        started = time.perf_counter()
+        context = evaluator.context_for(task)
+        result.metrics["chat_template"] = "on" if context.renderer.uses_template else "off"
+        if config_stops_at_newline(task) is not None:
+            result.metrics["stop_newline"] = evaluator.settings.stop_newline
+        try:
+            cases = evaluator.build(task, cell)
+        except CellDoesNotFit as exc:
+            raise CellSkipped(str(exc)) from None
+        result.seconds_build = time.perf_counter() - started
+        if evaluator.reference is not None:
+            _count_for_model(result, cases, evaluator)
+        result.source = cases[0].meta.get("source", result.source) if cases else result.source
+        if cases and "ruler" in cases[0].meta:  # the RULER version that wrote the prompts
+            result.metrics["ruler"] = cases[0].meta["ruler"]
+
+        try:
+            answered = evaluator.answer(task, cases, f"[{worker_label()}] {result.nodeid}")
+        except NothingKept as exc:
+            result.metrics.update(exc.metrics)
+            raise CellSkipped(str(exc)) from None
+        result.metrics.update(answered.filter_metrics)
+        cases, generations, scored = answered.cases, answered.generations, answered.scored
+        truncated = [case.meta["truncated"] for case in cases if "truncated" in case.meta]
+        if truncated:  # HELMET's own files, cut as HELMET cuts an overflowing prompt
+            result.metrics["truncated"] = float(sum(truncated))
+        chances = [case.meta["chance"] for case in cases if "chance" in case.meta]
+        if chances:  # a uniform guess's expected score over the scored cases
+            result.metrics["chance"] = round(sum(chances) / len(chances), 6)
+        result.seconds_model = answered.seconds_model
+        result.model_requests = answered.requests
+
+        outputs = [g.text for g in generations]
+        result.metrics.update(scored.metrics)
+        result.judge = scored.judge
+        started = time.perf_counter()
+        if isinstance(task, CountsOutputs):
+            result.metrics.update(task.cell_metrics(outputs, cases))
+        result.seconds_score = answered.seconds_score + time.perf_counter() - started
+
+        # A case the judge's rubric leaves unscored (an unreadable reply, counted in
+        # judge_unparsed) is out of the mean and the pairing, never silently scored.
+        kept = [i for i, score in enumerate(scored.scores) if score is not None]
+        scores = [score for score in scored.scores if score is not None]
+        result.n = len(kept)
+        result.scores = scores
+        result.score, result.ci_low, result.ci_high = mean_ci(scores)
+        result.case_keys = [cases[i].request().key() for i in kept]
+        result.input_tokens_mean = sum(c.prompt_tokens for c in cases) / max(len(cases), 1)
+        result.input_tokens_max = max((c.total_tokens for c in cases), default=0)
+        result.depths_achieved = [case.depth for case in cases]
+        result.samples = [
+            {"index": cases[i].index, "prompt": clip_sample(cases[i].prompt, cases[i].gold),
+             "gold": list(cases[i].gold), "output": outputs[i][:SAMPLE_CHARS],
+             "score": scored.scores[i]}
+            for i in failing_first(scored.scores, SAMPLES_KEPT)
+        ]
+        evaluator.log_cases(result, [
+            generated_case(case, answer, score)
+            for case, answer, score in zip(cases, generations, scored.scores, strict=True)])
+        if cases and not kept:  # a broken judge must not turn a gate green by skipping
+            raise CellRefused(f"the judge's replies to all {len(cases)} cases could not be "
+                              f"read (judge_unparsed={len(cases)}): no score; see the samples")
+
+
+def _count_for_model(result: CellResult, cases: list[Case], evaluator: Evaluator) -> None:
+    """With a reference tokenizer the cases' lengths are reference tokens: count each prompt
+    in the model's own tokenizer too, record both, and skip the cell when the model's count
+    plus the generation budget exceeds its window (the reference count may fit)."""
+    model = evaluator.model
+    reference: ReferenceTokenizer | None = evaluator.reference
+    assert reference is not None
+    counts = [model.renderer.count(case.prompt) for case in cases]
+    totals = [count + case.max_new_tokens for count, case in zip(counts, cases, strict=True)]
+    result.metrics.update({
+        "length_tokenizer": reference.label,
+        "input_tokens_model_mean": round(sum(counts) / max(len(counts), 1), 1),
+        "input_tokens_model_max": max(totals, default=0),
+    })
+    longest = max(range(len(cases)), key=totals.__getitem__, default=None)
+    if longest is not None and totals[longest] > model.context_window:
+        case = cases[longest]
+        raise CellSkipped(
+            f"case {case.index} is {case.total_tokens} tokens of the reference tokenizer "
+            f"{reference.path} but {totals[longest]} tokens of the model (prompt + "
+            f"{case.max_new_tokens} to generate), beyond the model's context window of "
+            f"{model.context_window} tokens")

@@ -1,0 +1,144 @@
+"""Start-up checks, and stopping the run on a failure that concerns every cell.
+
+At session start, on the controller (before collection, before any xdist worker starts), every
+problem that would otherwise fail each cell, or fail only after the model has worked, becomes one
+usage error naming the option and the fix: unknown task names, a broken essay file, an output
+folder that cannot be written (store_repair checks the store's), a model named by --model (or
+its ini key) that cannot load (missing or empty folder, not a model, no CUDA), a server that
+does not answer.
+Then the run's own folder is made (``claim_run_dir``), one no other run shares.
+``--collect-only`` checks names and data only: it loads nothing and writes nothing.
+
+During the run, a failure that no later cell can escape (the model did not load after all, a
+data file is broken, the store's disk is full) fails the first cell with one line and stops the
+session, on every worker, instead of being repeated for each cell. A failed request fails its
+cell with its one line, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from ..models.options import RequestFailed
+from ..models.preflight import check_model
+from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable
+from ..models.serving_plugin import serving_options
+from ..results.cells import RUN_DIR
+from ..settings import SETTINGS, lookup
+from ..store.database import StoreFull
+from .data import DataError
+from .selection import check_task_names, known_task_names
+
+MADE_FOLDERS = pytest.StashKey[list[Path]]()
+"""The run folder and the parents made for it (controller only), removed at the end if empty."""
+SESSION_WIDE = (ModelUnavailable, DataError, StoreFull)
+"""Failures that every later cell would repeat: the first one stops the run."""
+ONE_LINE = (RequestFailed, *SESSION_WIDE)
+"""Failures whose message says it all: the cell shows that line, not a traceback."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """tryfirst: before xdist starts workers in its own pytest_sessionstart."""
+    config = session.config
+    if hasattr(config, "workerinput") or SETTINGS not in config.stash:
+        return
+    settings = config.stash[SETTINGS]
+    check_task_names(settings, known_task_names(config))
+    try:
+        settings.data_source().essays()  # read (and cached) now: every suite uses them
+    except DataError as exc:
+        raise pytest.UsageError(f"pytest-lceval: --lceval-data: {exc}") from None
+    if config.option.collectonly:
+        return
+    # The store checks its own folder; the run folder is made now, before xdist's workers
+    # are told where it is, and removed at the end if the run wrote nothing in it.
+    config.stash[RUN_DIR], config.stash[MADE_FOLDERS] = claim_run_dir(
+        config.stash[RUN_DIR], reuse=settings.run_name is not None)
+    if lookup(config, "lceval_model")[0] is None:
+        # The default model is checked when a cell first needs it: with the plugin installed,
+        # every pytest run on the machine passes here, most of them running no lceval suite.
+        return
+    options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
+                          serving=serving_options(config))
+    try:
+        check_model(settings.model, options)
+    except (ValueError, MissingDependencyError) as exc:
+        raise pytest.UsageError(f"pytest-lceval: --model={settings.model}: {exc}") from None
+
+
+def claim_run_dir(folder: Path, reuse: bool) -> tuple[Path, list[Path]]:
+    """Make this run's folder, one no other run writes in: a folder named with --lceval-run is
+    this run's to reuse, but a timed one that exists already (another run started in the same
+    second) is left to that run, and this one takes the next free ``-2``, ``-3``... Created
+    exclusively, so two runs starting together never get one folder. Returns the folder and
+    the folders made for it, outermost first."""
+    check_writable(folder, "--lceval-out")
+    made = [path for path in reversed(folder.parents) if not path.exists()]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if reuse:
+        if not folder.exists():
+            made.append(folder)
+        folder.mkdir(exist_ok=True)
+        return folder, made
+    number = 1
+    while True:
+        candidate = folder if number == 1 else folder.with_name(f"{folder.name}-{number}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            number += 1
+        else:
+            return candidate, [*made, candidate]
+
+
+def release_run_dir(made: list[Path]) -> None:
+    """Remove the folders ``claim_run_dir`` made that the run left empty (a pytest run that ran
+    no lceval cell), innermost first."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:  # the run wrote in it (or in a folder below it)
+            return
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """The folder exists or can be made, and a file can be written in it: probed in the nearest
+    existing ancestor with a temporary file, so that the check creates nothing."""
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is a file, not a folder"
+    else:
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as exc:
+            problem = f"cannot write in {existing} ({exc.strerror or exc})"
+    if problem:
+        raise pytest.UsageError(f"pytest-lceval: {option}: {folder} cannot be written: {problem}. "
+                                f"Point {option} at a writable folder")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failure that says it all is one line for the cell; a session-wide one also stops the
+    session (xdist workers pass ``shouldstop`` to the controller, which ends the run with the
+    same line)."""
+    report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, ONE_LINE):
+        message = f"pytest-lceval: {call.excinfo.value}"
+        report.longrepr = message
+        if isinstance(call.excinfo.value, SESSION_WIDE):
+            item.session.shouldstop = message
+    return report
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    release_run_dir(config.stash.get(MADE_FOLDERS, []))

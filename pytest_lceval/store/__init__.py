@@ -1,0 +1,1 @@
+"""The content-addressed store of model answers (SQLite) and its start-up repair."""

@@ -1,0 +1,15 @@
+"""Saved runs and the paired regression verdict (``--lceval-save`` / ``--lceval-compare``).
+
+In the spirit of pytest-benchmark's ``--benchmark-save``/``--benchmark-compare``: a saved run
+keeps every cell's per-case scores and case keys (request hashes), not only means, because the
+verdict is a *paired* test. Cases are deterministic in (task, length, depth, index, seed) and the
+model's tokenizer, so two runs' scores pair case by case; when no case key matches, the runs
+measured different prompts and the comparison is refused with the likely cause
+(runs that share only some cases, e.g. with different --samples, pair on those).
+
+Cells pair by test id (pytest's nodeid). A cell fails only when its drop is significant *and*
+at least ``--lceval-min-drop`` (see :class:`pytest_lceval.verdicts.stats.PairedComparison`).
+
+The saved-run file and case pairing live in ``saved.py``; the options, the judge and the session
+hook in ``plugin.py`` (the pytest plugin that plugin.py lists).
+"""

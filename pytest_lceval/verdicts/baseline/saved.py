@@ -1,0 +1,199 @@
+"""The saved-run file (``<--lceval-out>/baselines/NAME.json``) and case-by-case pairing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from ... import __version__
+from ...results import strict_json
+from ...results.cells import CellResult
+from ...settings import Settings
+
+FORMAT = "pytest-lceval-baseline"
+FORMAT_VERSION = 1
+BASELINES_DIR = "baselines"
+"""Saved runs live in <--lceval-out>/baselines/NAME.json."""
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class SavedCell:
+    """One cell of a saved run."""
+
+    nodeid: str
+    score: float
+    n: int
+    outcome: str
+    scores: tuple[float, ...]
+    case_keys: tuple[str, ...]
+    judge: str = ""
+    """The judge that scored the cell (spec@fingerprint); "" for rule-scored cells."""
+    suite: str = ""
+    task: str = ""
+    length: int = 0
+    """The cell's axes, for numbers over cells (the effective context length)."""
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """A run saved with --lceval-save: what a later run is compared against."""
+
+    name: str
+    path: Path
+    model: str
+    fingerprint: str
+    """Model fingerprint (weights, tokenizer, template, engine)."""
+    seed: int
+    package_version: str
+    settings: dict[str, Any]
+    created: str
+    cells: dict[str, SavedCell]
+    """By nodeid."""
+
+
+# -- the file -------------------------------------------------------------------------------
+
+
+def baseline_path(value: str, out_root: Path) -> Path:
+    """NAME -> <out_root>/baselines/NAME.json; anything with a slash or .json is a path."""
+    if "/" in value or "\\" in value or value.endswith(".json"):
+        return Path(value).expanduser()
+    if not _NAME.match(value):
+        raise ValueError("a baseline name uses letters, digits, '.', '_' and '-' only")
+    return out_root / BASELINES_DIR / f"{value}.json"
+
+
+def save_run(path: Path, results: list[CellResult], settings: Settings,
+             run_dir: Path) -> str | None:
+    """Write a saved run: to a file of this process first, then moved over ``path``, so a
+    crash leaves no half file; under a lock, so two runs saving one name at once write one
+    after the other. Returns what the save replaced ("the baseline run X saved at T"), or
+    None for a new file."""
+    models = sorted({r.model for r in results})
+    fingerprints = sorted({r.fingerprint for r in results})
+    payload = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "name": path.stem,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "package_version": __version__,
+        "run": str(run_dir),
+        "model": ", ".join(models), "fingerprint": ", ".join(fingerprints),
+        "seed": settings.seed,
+        "settings": json.loads(json.dumps(asdict(settings), default=str)),
+        "cells": {
+            r.nodeid: {"score": r.score, "n": r.n, "outcome": r.outcome, "scores": r.scores,
+                       "case_keys": r.case_keys, "judge": r.judge, "suite": r.suite,
+                       "task": r.task,
+                       "length": r.length, "depth": r.depth, "extra": r.extra}
+            for r in results
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with FileLock(str(path.with_name(path.name + ".lock"))):
+        replaced = _written_by(path)
+        partial.write_text(strict_json.dumps(payload, indent=1, sort_keys=True),
+                           encoding="utf-8")
+        partial.replace(path)
+    return replaced
+
+
+def _written_by(path: Path) -> str | None:
+    """Who wrote the baseline at ``path``, as the line about replacing it says; None when
+    there is none."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return f"the one run {data.get('run', '(not recorded)')} saved at {data['created']}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "a file that was not a readable baseline"
+
+
+def load_run(path: Path) -> SavedRun:
+    """Read a saved run; ValueError says what is wrong with the file."""
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.is_dir() else []
+        listing = f"saved runs in {path.parent}: {', '.join(known)}" if known else \
+            f"no saved runs in {path.parent}"
+        raise ValueError(f"{path} does not exist ({listing}); save one with --lceval-save=NAME")
+    try:
+        data = strict_json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a pytest-lceval saved run")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path} has format version {data.get('format_version')}, this "
+                         f"pytest-lceval reads {FORMAT_VERSION}; save the baseline again")
+    cells = {
+        nodeid: SavedCell(nodeid, float(cell["score"]), int(cell["n"]), cell["outcome"],
+                          tuple(map(float, cell["scores"])), tuple(cell["case_keys"]),
+                          cell.get("judge", ""), cell.get("suite", ""), cell.get("task", ""),
+                          int(cell.get("length") or 0))
+        for nodeid, cell in data["cells"].items()
+    }
+    return SavedRun(data["name"], path, data["model"], data["fingerprint"], int(data["seed"]),
+                    data["package_version"], data["settings"], data["created"], cells)
+
+
+# -- pairing --------------------------------------------------------------------------------
+
+
+class CasesDiffer(ValueError):
+    """The two runs measured different prompts for a cell; the message names the likely cause."""
+
+
+def pair_scores(saved: SavedRun, cell: SavedCell, result: CellResult,
+                settings: Settings) -> tuple[list[float], list[float]]:
+    """(baseline, current) scores of the cases both runs measured, in this run's case order.
+
+    Pairs on the common cases: runs with different --samples share a prefix of cases, and a
+    prior-knowledge filter may drop different cases for different models. No common case at all
+    means the runs built different prompts, and the comparison is refused with the likely cause.
+    """
+    saved_scores: dict[str, list[float]] = defaultdict(list)
+    for key, score in zip(cell.case_keys, cell.scores, strict=True):
+        saved_scores[key].append(score)
+    base, current = [], []
+    for key, score in zip(result.case_keys, result.scores, strict=True):
+        if saved_scores.get(key):
+            base.append(saved_scores[key].pop(0))
+            current.append(score)
+    if not base:
+        raise CasesDiffer(_differ_message(saved, cell, result, settings))
+    return base, current
+
+
+def _differ_message(saved: SavedRun, cell: SavedCell, result: CellResult,
+                    settings: Settings) -> str:
+    causes = []
+    if saved.seed != result.seed:
+        causes.append(f"the seed differs (baseline {saved.seed}, this run {result.seed}): rerun "
+                      f"with --lceval-seed={saved.seed}")
+    saved_template = saved.settings.get("chat_template")
+    if saved_template is not None and saved_template != settings.chat_template:
+        causes.append(f"--chat-template differs (baseline {saved_template}, this run "
+                      f"{settings.chat_template})")
+    saved_stop = saved.settings.get("stop_newline", "released")
+    if saved_stop != settings.stop_newline:
+        causes.append(f"--lceval-stop-newline differs (baseline {saved_stop}, this run "
+                      f"{settings.stop_newline})")
+    if saved.fingerprint != result.fingerprint:
+        causes.append(f"the model differs (baseline {saved.model}, this run {result.model}): a "
+                      f"different tokenizer or chat template builds different prompts, so only "
+                      f"models that share them can be paired")
+    if saved.package_version != __version__ or not causes:
+        causes.append(f"the task generator changed (baseline saved by pytest-lceval "
+                      f"{saved.package_version}, this is {__version__})")
+    return (f"cannot compare with baseline {saved.name!r}: none of this cell's "
+            f"{len(result.case_keys)} cases is among the baseline's {len(cell.case_keys)}; "
+            f"cases pair by request hash, so the prompts differ. Likely cause: "
+            + "; ".join(causes))

@@ -1,0 +1,56 @@
+"""The layout's rules, checked on the source: the core imports no benchmark package, and the
+package's top level stays small (docs/ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import pytest_lceval
+
+PACKAGE = Path(pytest_lceval.__file__).parent
+NAMES_BENCHMARKS = {"builtin_suites.py"}
+"""The one core module that names the built-in suites (plugin.py lists plugins as strings)."""
+
+
+def imported_modules(path: Path, source: str | None = None) -> list[str]:
+    """Absolute names of what the module at ``path`` (or ``source`` as if it were there)
+    imports, relative imports resolved."""
+    package = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)[:-1]
+    text = path.read_text(encoding="utf-8") if source is None else source
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found += [module] + [f"{module}.{alias.name}" for alias in node.names]
+    return found
+
+
+def core_modules() -> list[Path]:
+    return [path for path in sorted(PACKAGE.rglob("*.py"))
+            if path.relative_to(PACKAGE).parts[0] not in ("benchmarks", "suites", "fixtures")
+            and path.name not in NAMES_BENCHMARKS]
+
+
+def test_the_core_imports_no_benchmark() -> None:
+    crossing = {str(path.relative_to(PACKAGE)): name for path in core_modules()
+                for name in imported_modules(path)
+                if name.startswith("pytest_lceval.benchmarks")}
+    assert crossing == {}
+
+
+@pytest.mark.parametrize("source", ["from ..benchmarks.ruler import tasks",
+                                    "from ..benchmarks import ruler",
+                                    "import pytest_lceval.benchmarks.helmet.rag"])
+def test_the_rule_sees_a_crossing_however_it_is_written(source: str) -> None:
+    names = imported_modules(PACKAGE / "run" / "evaluation.py", source)
+    assert any(name.startswith("pytest_lceval.benchmarks") for name in names)
+
+
+def test_the_top_level_keeps_at_most_a_dozen_modules() -> None:
+    assert len(list(PACKAGE.glob("*.py"))) <= 12
