@@ -31,6 +31,8 @@ from typing import TypeVar
 import numpy as np
 
 from ...models.base import Tokenizer
+from ...results.records import Prompt
+from ...tasks.base import BuildContext, CellDoesNotFit
 
 K = TypeVar("K", bound=Hashable)
 
@@ -83,3 +85,14 @@ def truncate_context(prompt: Callable[[str], str], context: str, count: Callable
         ids = tokenizer.encode(context)
         return tokenizer.decode(ids[:-over]) if over < len(ids) else ""
     return context[:spans[-over][0]] if over <= len(spans) else ""
+
+
+def context_that_fits(context: BuildContext, prompt: Callable[[str], Prompt], whole: str,
+                      limit: int, refusal: str) -> str:
+    """``whole`` cut as ``truncate_context`` cuts it for the prompt rendered around it; raises
+    CellDoesNotFit with ``refusal`` when nothing of a non-empty ``whole`` is left."""
+    kept = truncate_context(lambda text: context.renderer.render(prompt(text)), whole,
+                            context.renderer.count, context.tokenizer, limit)
+    if not kept and whole:
+        raise CellDoesNotFit(refusal)
+    return kept

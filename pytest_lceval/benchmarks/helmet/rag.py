@@ -61,7 +61,7 @@ from ...results.records import Case, Prompt
 from ...results.score_metric import SUBEM, ScoreMetric
 from ...run.data import DataError, DataSource, read_jsonl
 from ...run.grid import Cell, case_seed
-from ...tasks.base import BuildContext, CellDoesNotFit
+from ...tasks.base import BuildContext
 from ...tasks.metrics import (
     OUTPUT_PREFIX,
     helmet_parse_output,
@@ -71,7 +71,7 @@ from ...tasks.metrics import (
 )
 from .nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
 from .passages import Doc, pack, place, position_depth, render_docs
-from .pipeline import first_distinct, key_seed, sample_keys, shuffled, truncate_context
+from .pipeline import context_that_fits, first_distinct, key_seed, sample_keys, shuffled
 
 INSTRUCTION = ("Use the given documents to write a concise and short answer to the question. "
                "Write your answer in the following format:\nAnswer: [answer]\n\n")
@@ -459,12 +459,10 @@ class KiltTask(RagTask):
             return Prompt(user_text(demos, question.question, passages), cue=CUE)
 
         whole = render_docs(docs)
-        passages = truncate_context(lambda text: context.renderer.render(prompt(text)), whole,
-                                    context.renderer.count, context.tokenizer,
-                                    cell.length - self.max_new_tokens)
-        if not passages and whole:
-            raise CellDoesNotFit(f"{self.name} at {cell.length} tokens: instructions, "
-                                 f"demonstrations and question leave no room for a passage")
+        passages = context_that_fits(
+            context, prompt, whole, cell.length - self.max_new_tokens,
+            f"{self.name} at {cell.length} tokens: instructions, demonstrations and question "
+            f"leave no room for a passage")
         rendered = context.renderer.render(prompt(passages))
         depths = [round(100.0 * position, 3) for position in question.permutations[row]]
         meta: dict[str, Any] = {

@@ -55,7 +55,7 @@ from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.fitting import Frame, fit, window
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored
 from ...tasks.packing import Packer
-from .pipeline import truncate_context
+from .pipeline import context_that_fits
 from .rerank_data import (
     PERMUTATIONS,
     Candidate,
@@ -229,12 +229,10 @@ class RerankTask:
             return Prompt(f"{head(demos, titles)}{context_text}{SEPARATOR}Query: {row.query}",
                           cue=CUE)
 
-        shown = truncate_context(lambda text: context.renderer.render(prompt(text)), whole,
-                                 context.renderer.count, context.tokenizer,
-                                 cell.length - self.max_new_tokens)
-        if not shown and whole:
-            raise CellDoesNotFit(f"{self.name} at {cell.length} tokens: instructions, "
-                                 f"demonstrations and query leave no room for a passage")
+        shown = context_that_fits(
+            context, prompt, whole, cell.length - self.max_new_tokens,
+            f"{self.name} at {cell.length} tokens: instructions, demonstrations and query leave "
+            f"no room for a passage")
         rendered = context.renderer.render(prompt(shown))
         return self._case(index, rendered, context.renderer.count(rendered), prompt(shown),
                           context, source, row, permutation, demos,
