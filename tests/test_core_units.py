@@ -42,7 +42,7 @@ def test_depth_percent_and_bounds() -> None:
 
 def test_case_seed_is_stable_across_processes() -> None:
     here = case_seed(42, "json_kv", 4096, 50.0, 3)
-    code = ("from pytest_lceval.grid import case_seed; "
+    code = ("from pytest_lceval.run.grid import case_seed; "
             "print(case_seed(42, 'json_kv', 4096, 50.0, 3))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env={"PYTHONHASHSEED": "123"}).stdout.strip()
