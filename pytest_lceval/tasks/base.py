@@ -7,16 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..models.base import Renderer, Tokenizer
 from ..results.records import Case
 from ..results.score_metric import ScoreMetric
 from ..run.data import DataSource
 from ..run.grid import Cell
-
-if TYPE_CHECKING:
-    from ..run.evaluation import Evaluator
 
 
 class CellDoesNotFit(Exception):
@@ -83,6 +80,8 @@ class CaseFilter(Protocol):
 class FiltersCases(Protocol):
     """A task some of whose cases are left out after the model is asked something first
     (100-LongBench's prior-knowledge filter). Every cell and LongScore's base run it between
-    building the cases and generating their answers; its requests go through the store."""
+    building the cases and generating their answers; its requests go through the store.
+    ``evaluator`` is the run's ``run.evaluation.Evaluator`` (typed loosely here: a task knows
+    the run loop only through what it is handed)."""
 
-    def filter_cases(self, evaluator: Evaluator, cases: Sequence[Case]) -> CaseFilter: ...
+    def filter_cases(self, evaluator: Any, cases: Sequence[Case]) -> CaseFilter: ...
