@@ -10,7 +10,8 @@ import pytest
 
 if TYPE_CHECKING:
     from .models.base import Backend
-    from .models.registry import LoadOptions
+    from .models.registry import LoadOptions, ModelSpec
+    from .models.scoring import ScoringModel
     from .report.finding import Finding
     from .results.cells import CellResult, Judgement
     from .run.suite import MoreTasks, Suite
@@ -53,9 +54,17 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_lceval_make_backend(spec: str, options: LoadOptions) -> Backend | None:
-    """The model under test for ``--model=spec``; None when the spec is not this plugin's. The
-    built-in registry answers last (trylast), so a plugin may add or override a backend."""
+def pytest_lceval_make_backend(spec: ModelSpec, options: LoadOptions) -> Backend | None:
+    """The model under test for ``--model=spec`` (a ``str`` of the text given, parsed into
+    ``kind`` and ``target`` for the built-in registry); None when the spec is not this plugin's.
+    The built-in registry answers last (trylast), so a plugin may add or override a backend."""
+
+
+@pytest.hookspec
+def pytest_lceval_scoring_models(config: pytest.Config) -> dict[str, ScoringModel] | None:
+    """Models that rate a task's outputs beside the judge (the citation NLI classifier), by
+    the name the task looks them up by; the core puts each behind the store
+    (``models/scoring.py``) and hands them to every task's ``cell_metrics``."""
 
 
 @pytest.hookspec(firstresult=True)

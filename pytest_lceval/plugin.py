@@ -14,6 +14,7 @@ import pytest
 from . import hookspecs
 from .models.base import Backend
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
+from .models.scoring import StoredScoring
 from .models.serving import ServingOptions
 from .models.stored import StoredModel
 from .results.cells import (
@@ -226,12 +227,18 @@ def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
     from .judge.judge_plugin import judge_panel  # a feature plugin, as selection above
 
     run_dir = pytestconfig.stash[RUN_DIR]
+    scoring = {name: StoredScoring(model, lc_model.store)
+               for offered in pytestconfig.hook.pytest_lceval_scoring_models(config=pytestconfig)
+               for name, model in (offered or {}).items()}
     evaluator = Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
-                          run_dir, judge_panel(pytestconfig, lc_model.store, lc_model.backend))
+                          run_dir, judge_panel(pytestconfig, lc_model.store, lc_model.backend),
+                          scoring)
     yield evaluator
     write_usage(run_dir, "model", lc_model.calls)
     for role, calls in (evaluator.judges.used() if evaluator.judges else {}).items():
         write_usage(run_dir, role, calls)
+    for name, stored in scoring.items():
+        write_usage(run_dir, name, stored.calls)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from .models.registry import UnknownModelError, split_spec
+from .models.registry import ModelSpec
 from .models.serving import redact_url
 from .run.data import DataSource
 from .run.grid import parse_depth, parse_length
@@ -59,7 +59,7 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9_.+=@-]+")
 class Settings:
     """Everything a run depends on; workers receive the same values as the controller."""
 
-    model: str
+    model: ModelSpec
     """Backend spec, e.g. 'smollm2', 'hf:/path', 'mock:grep', 'openai:gpt-4o-mini'."""
     lengths: tuple[int, ...]
     depths: tuple[float, ...]
@@ -101,9 +101,9 @@ class Settings:
     Llama-2's as HELMET did; None = the model's own (models/reference_tokenizer.py)."""
     fetched_data: Path | None = None
     """Public data downloaded by --lceval-fetch (fetch/), read after ``data_dir``."""
-    judge: str | None = None
+    judge: ModelSpec | None = None
     """Backend spec of the judge that scores judged tasks (judge/); None = they have no cells."""
-    judge2: str | None = None
+    judge2: ModelSpec | None = None
     """A second judge that rates the same outputs, for agreement numbers."""
     log_samples: bool = False
     """Write every case (prompt as sent, output, gold, score, request key) to
@@ -385,7 +385,7 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
             env: str | None = None) -> T:
         return option_value(config, name, parse, default, fix, env)
 
-    model = get("lceval_model", str, "smollm2", "See --help for model specs.")
+    model = get("lceval_model", _model_spec, ModelSpec("smollm2"), "See --help for model specs.")
     device = get("lceval_device", _device, "auto", "Use auto, cpu, cuda, cuda:N or mps.")
     grid = grid_profile(get("lceval_grid", _grid_choice, "auto", "Use auto, reduced or full."),
                         model, device)
@@ -457,21 +457,17 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     )
 
 
-def grid_profile(requested: str, model: str, device: str) -> GridProfile:
+def grid_profile(requested: str, model: ModelSpec, device: str) -> GridProfile:
     """The run's default grid."""
     return choose(requested, _backend_kind(model), device, os.environ)
 
 
-def _backend_kind(model: str) -> str:
+def _backend_kind(model: ModelSpec) -> str:
     """An unknown model spec is reported by the plugin, so it counts as a local model here."""
-    try:
-        kind, _ = split_spec(model)
-    except UnknownModelError:
-        kind = "preset"
-    return kind
+    return model.kind or "preset"
 
 
-def auto_lookahead(batch_size: int, model: str, device: str) -> int:
+def auto_lookahead(batch_size: int, model: ModelSpec, device: str) -> int:
     """--lceval-lookahead auto: a few backend calls' worth of cases where more rows per call
     are nearly free (a GPU, a server); none for a model computing on this CPU, where every row
     of a batch costs its share and finished rows wait for the longest one (the embedded model's
@@ -479,12 +475,12 @@ def auto_lookahead(batch_size: int, model: str, device: str) -> int:
     return 0 if _on_cpu(model, device) else batch_size * LOOKAHEAD_BATCHES
 
 
-def auto_batch_size(model: str, device: str) -> int:
+def auto_batch_size(model: ModelSpec, device: str) -> int:
     """--lceval-batch-size's default (see ``BATCH_SIZE_ELSEWHERE``)."""
     return BATCH_SIZE_ON_CPU if _on_cpu(model, device) else BATCH_SIZE_ELSEWHERE
 
 
-def _on_cpu(model: str, device: str) -> bool:
+def _on_cpu(model: ModelSpec, device: str) -> bool:
     return model_place(_backend_kind(model), device, os.environ).on_cpu
 
 
@@ -508,11 +504,15 @@ def _existing_path(text: Any) -> Path:
     return path.resolve()
 
 
-def _spec_text(text: Any) -> str:
+def _model_spec(text: Any) -> ModelSpec:
+    return ModelSpec(str(text))
+
+
+def _spec_text(text: Any) -> ModelSpec:
     spec = str(text).strip()
     if not spec:
         raise ValueError("empty")
-    return spec
+    return ModelSpec(spec)
 
 
 def _chat_choice(text: str) -> str:

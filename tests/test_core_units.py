@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import pickle
 import subprocess
 import sys
 import warnings
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_lceval.models.mock import load_mock
-from pytest_lceval.models.registry import LoadOptions, UnknownModelError, split_spec
+from pytest_lceval.models.registry import LoadOptions, ModelSpec, UnknownModelError, split_spec
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.records import GenerateRequest
 from pytest_lceval.run.grid import case_seed, format_length, parse_depth, parse_length
@@ -115,6 +117,19 @@ def test_compute_once_runs_the_function_once(tmp_path: Path) -> None:
 def test_unknown_model_lists_known_specs() -> None:
     with pytest.raises(UnknownModelError, match="Did you mean hf.*Known: smollm2"):
         split_spec("hff:/x")
+
+
+def test_a_model_spec_is_read_once_into_its_parts_and_keeps_its_text() -> None:
+    served = ModelSpec("openai:gpt-4o")
+    assert (served.kind, served.target, served.builtin, served.served) == \
+        ("openai", "gpt-4o", True, True)
+    assert served == "openai:gpt-4o" and json.dumps({"model": served}) == \
+        '{"model": "openai:gpt-4o"}'
+    assert ModelSpec(served) is served  # never parsed twice
+    assert (ModelSpec("smollm2").kind, ModelSpec("vllm:/m").served) == ("preset", False)
+    other = ModelSpec("toy:small")  # another plugin's spec: only loading tells
+    assert (other.kind, other.target, other.builtin) == (None, "toy:small", False)
+    assert pickle.loads(pickle.dumps(served)).kind == "openai"
 
 
 def test_progress_in_a_log_waits_for_slow_cells_and_leaves_their_end_to_the_run_line() -> None:

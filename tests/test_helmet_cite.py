@@ -12,7 +12,13 @@ import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
-from pytest_lceval.benchmarks.helmet.cite import ASQA, NLI, NO_SCORER_NOTE, QAMPARI, CiteTask
+from pytest_lceval.benchmarks.helmet.cite import (
+    ASQA,
+    NLI_SCORER,
+    NO_SCORER_NOTE,
+    QAMPARI,
+    CiteTask,
+)
 from pytest_lceval.benchmarks.helmet.cite_data import load_alce, source_of
 from pytest_lceval.benchmarks.helmet.cite_metrics import (
     Document,
@@ -26,9 +32,11 @@ from pytest_lceval.benchmarks.helmet.cite_metrics import (
 from pytest_lceval.benchmarks.helmet.cite_plugin import HFEntailment, scorer_for
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
+from pytest_lceval.models.scoring import StoredScoring
 from pytest_lceval.results.records import Case
 from pytest_lceval.run.data import DataError, DataSource
 from pytest_lceval.run.grid import Cell
+from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "data" / "helmet"
@@ -62,6 +70,10 @@ class KeywordScorer:
     def __init__(self, *facts: str) -> None:
         self.facts = facts
         self.asked: list[tuple[str, str]] = []
+        self.fingerprint = "keywords:" + ",".join(facts)
+
+    def score(self, items: list[tuple[str, ...]]) -> list[bool]:
+        return [self.entails(premise, hypothesis) for premise, hypothesis in items]
 
     def entails(self, premise: str, hypothesis: str) -> bool:
         self.asked.append((premise, hypothesis))
@@ -238,28 +250,36 @@ def cases_for(task: CiteTask, template: bool = False) -> list[Case]:
 def test_cell_metrics_record_an_absent_scorer_as_none() -> None:
     cases = cases_for(QAMPARI, template=True)
     outputs = ["Wulboumdale [1], Paris [2]", "Field Notes [1]"]
-    metrics = QAMPARI.cell_metrics(outputs, cases)
+    metrics = QAMPARI.cell_metrics(outputs, cases, {})
     assert metrics == {"qampari_precision": 0.75, "citation_recall": None,
                        "citation_precision": None, "helmet_cite": None,
                        "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
     # a completion prompt ends in "Answer:", which HELMET puts before the output it scores:
     # the first listed item becomes "Answer:Wulboumdale" and no longer matches
-    completion = QAMPARI.cell_metrics(outputs, cases_for(QAMPARI))
+    completion = QAMPARI.cell_metrics(outputs, cases_for(QAMPARI), {})
     assert completion["qampari_precision"] == 0.0
 
 
-def test_cell_metrics_use_the_configured_scorer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(NLI, "scorer", KeywordScorer("Mara Vell", "1902"))
+def test_cell_metrics_use_the_scoring_model_behind_the_store(tmp_path: Path) -> None:
+    scorer = KeywordScorer("Mara Vell", "1902")
+    stored = StoredScoring(scorer, Store(tmp_path / "answers.sqlite"))
     cases = cases_for(ASQA)
     outputs = ["Mara Vell founded it in 1902 [1]. Mara Vell was born in 1902 [3].", "No."]
     assert [ASQA.score(output, case) for output, case in zip(outputs, cases, strict=True)] == \
         [0.5, 0.0]
-    metrics = ASQA.cell_metrics(outputs, cases)
+    metrics = ASQA.cell_metrics(outputs, cases, {NLI_SCORER: stored})
     # without a chat template HELMET scores "Answer:" + output: "Answer:No." is a claim (ALCE
     # drops only sentences under 5 characters) without a citation
     assert metrics == {"citation_scorer": "fake:keywords", "citation_answers": 2,
                        "citation_recall": 0.25, "citation_precision": 0.25,
                        "helmet_cite": 0.25}
+    asked = len(scorer.asked)
+    assert asked and stored.calls.requests == asked
+    # a second measurement (a rerun) reads every rating from the store
+    again = StoredScoring(scorer, Store(tmp_path / "answers.sqlite"))
+    assert ASQA.cell_metrics(outputs, cases, {NLI_SCORER: again}) == metrics
+    assert len(scorer.asked) == asked and again.calls.requests == 0
+    assert again.calls.reused >= asked
 
 
 # -- the local NLI scorer ------------------------------------------------------------------------
@@ -345,4 +365,13 @@ def test_suite_reads_alce_files_and_scores_citations_with_a_local_nli_model(
     asqa = rows["alce_asqa"]["metrics"]
     assert asqa["citation_scorer"] == f"hf:{nli}"
     assert (asqa["citation_recall"], asqa["citation_precision"]) == (1.0, 1.0)
-    assert NLI.scorer is None  # the session's scorer does not outlive it
+    # its ratings are stored under its fingerprint: the same run again asks it nothing
+    assert re.search(r"lceval: cite_nli: [1-9]\d* requests answered", outcome.stdout.str())
+    again = pytester.runpytest("--rootdir", str(pytester.path),
+                               "--model", "mock:constant?text=Mara Vell [1]. Paris [2].",
+                               "--lengths", "2k", "--samples", "2", "--lceval-data",
+                               str(FIXTURE_DATA), "--lceval-run", "r2", "--lceval-threshold",
+                               "0", "-p", "no:randomly", f"--lceval-cite-nli=hf:{nli}")
+    again.assert_outcomes(passed=2)
+    assert re.search(r"lceval: cite_nli: 0 requests answered in 0 backend calls, [1-9]\d* read "
+                     r"from the store", again.stdout.str())

@@ -89,7 +89,7 @@ def test_an_output_without_ids_is_unparsed_scores_zero_and_is_counted() -> None:
     assert parse_ranking("Legionella causes pneumonia.") is None
     assert task.score("Legionella causes pneumonia.", case) == 0.0
     assert task.score(" 1 > 2", case) == 1.0
-    assert task.cell_metrics(["no ranking", " 1 > 2", ""], [case] * 3) == {"unparsed": 2.0}
+    assert task.cell_metrics(["no ranking", " 1 > 2", ""], [case] * 3, {}) == {"unparsed": 2.0}
 
 
 # --- NDCG@10: the library against the TREC DL definition, by hand ----------------------------

@@ -18,7 +18,7 @@ from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.judge.panel import Judge, JudgedTask, JudgeSpec, judge_outputs
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.models.registry import LoadOptions, load_backend
+from pytest_lceval.models.registry import LoadOptions, ModelSpec, load_backend
 from pytest_lceval.results.records import Case
 from pytest_lceval.run.data import DataError, DataSource
 from pytest_lceval.run.generation_suite import NeedsData
@@ -199,7 +199,7 @@ def test_every_task_is_judged_by_its_rubric_against_rouge_lsum() -> None:
 
 
 def judge(store: Store) -> Judge:
-    return Judge(JudgeSpec("mock:judge", "--lceval-judge"),
+    return Judge(JudgeSpec(ModelSpec("mock:judge"), "--lceval-judge"),
                  lambda spec: load_backend(spec.spec, LoadOptions()), store)
 
 

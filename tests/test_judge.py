@@ -16,7 +16,7 @@ from pytest_lceval.judge.agreement import kappa, rank_correlation
 from pytest_lceval.judge.panel import Judge, JudgePanel, JudgeSpec, judge_outputs
 from pytest_lceval.judge.replies import Field, Unparsed, parse_scores
 from pytest_lceval.judge.rubrics import RUBRICS, helmet_answer
-from pytest_lceval.models.registry import LoadOptions, load_backend
+from pytest_lceval.models.registry import LoadOptions, ModelSpec, load_backend
 from pytest_lceval.results.records import Case
 from pytest_lceval.store.database import Store
 
@@ -131,7 +131,8 @@ class ToyQA:
 
 
 def judge(store: Store, spec: str, option: str = "--lceval-judge") -> Judge:
-    return Judge(JudgeSpec(spec, option), lambda s: load_backend(s.spec, LoadOptions()), store)
+    return Judge(JudgeSpec(ModelSpec(spec), option),
+                 lambda s: load_backend(s.spec, LoadOptions()), store)
 
 
 CASES = [case((gold,), question="Where?") for gold in ("Skye", "Paris", "the moon", "Rome")]
@@ -158,7 +159,7 @@ def test_a_prefilled_judge_continues_its_json(tmp_path: Path) -> None:
     spec = 'mock:constant?text=1, "correctness": 2'
 
     def judging(prefill: bool) -> Judge:
-        return Judge(JudgeSpec(spec, "--lceval-judge", prefill=prefill),
+        return Judge(JudgeSpec(ModelSpec(spec), "--lceval-judge", prefill=prefill),
                      lambda s: load_backend(s.spec, LoadOptions()), store)
 
     plain = judge_outputs(judging(False), ToyQA.rubric, OUTPUTS[:1], CASES[:1])

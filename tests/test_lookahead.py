@@ -20,6 +20,7 @@ from toy_suite import JUDGED_SUITE, JUDGED_TASK, RECALL_SUITE
 
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.options import LoadOptions
+from pytest_lceval.models.registry import ModelSpec
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.cells import CellResult
 from pytest_lceval.results.records import GenerateRequest
@@ -254,8 +255,9 @@ def test_auto_lookahead_is_off_and_batches_small_only_for_a_model_on_this_cpu(
         monkeypatch: pytest.MonkeyPatch, model: str, device: str, cuda: str,
         expected: int) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cuda)
-    assert auto_lookahead(16, model, device) == expected
-    assert auto_batch_size(model, device) == (8 if expected == 0 else 32)
+    spec = ModelSpec(model)
+    assert auto_lookahead(16, spec, device) == expected
+    assert auto_batch_size(spec, device) == (8 if expected == 0 else 32)
 
 
 # -- whole runs: identical results, each request once ------------------------------------

@@ -226,7 +226,7 @@ def _shares_model(config: pytest.Config, spec: JudgeSpec) -> bool:
     settings, serving = config.stash[SETTINGS], serving_options(config)
     if spec.spec != settings.model or settings.chat_template != "auto":
         return False
-    return not spec.spec.startswith(("openai:", "llamacpp:")) or (
+    return not spec.spec.served or (
         spec.base_url == serving.base_url and spec.tokenizer == serving.tokenizer)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..models.base import Backend
+from ..models.registry import ModelSpec
 from ..models.stored import CallCounter, StoredModel
 from ..results.records import Case, GenerateRequest, Prompt
 from ..results.score_metric import ScoreMetric
@@ -57,7 +58,7 @@ def cell_metric(task: Any) -> ScoreMetric:
 class JudgeSpec:
     """A judge as the options give it."""
 
-    spec: str
+    spec: ModelSpec
     option: str
     """The option that named it (--lceval-judge or --lceval-judge2), for messages."""
     base_url: str | None = None

@@ -7,11 +7,11 @@ import pytest
 
 from .base import Backend
 from .options import LoadOptions
-from .registry import is_builtin, load_backend
+from .registry import ModelSpec, load_backend
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_lceval_make_backend(spec: str, options: LoadOptions) -> Backend | None:
+def pytest_lceval_make_backend(spec: ModelSpec, options: LoadOptions) -> Backend | None:
     """The built-in answer, asked after every other plugin's; None for a spec it does not know,
     which the caller reports as unknown."""
-    return load_backend(spec, options) if is_builtin(spec) else None
+    return load_backend(spec, options) if spec.builtin else None

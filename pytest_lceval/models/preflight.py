@@ -18,7 +18,7 @@ from pathlib import Path
 from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from .hf_text import config_window
 from .options import LoadOptions
-from .registry import is_builtin, split_spec
+from .registry import ModelSpec
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json",
                    "*.bin.index.json")
@@ -34,11 +34,11 @@ class PreflightError(ValueError):
     """The model cannot load; the message says why and what to do."""
 
 
-def check_model(spec: str, options: LoadOptions) -> None:
+def check_model(spec: ModelSpec, options: LoadOptions) -> None:
     """Raise PreflightError (or MissingDependencyError) if built-in ``spec`` cannot load."""
-    if not is_builtin(spec):
+    kind, rest = spec.kind, spec.target
+    if kind is None:
         return
-    kind, rest = split_spec(spec)
     if kind == "preset":
         from .presets import check_installed
 
@@ -53,7 +53,7 @@ def check_model(spec: str, options: LoadOptions) -> None:
         from .mock import load_mock
 
         load_mock(rest, options)  # pure and instant: building it validates name and parameters
-    elif kind in ("openai", "llamacpp"):
+    elif spec.served:
         _check_served(kind, rest, options)
 
 
@@ -142,14 +142,12 @@ def _check_served(kind: str, model: str, options: LoadOptions) -> None:
     health_check(options.serving)
 
 
-def window_hint(spec: str, options: LoadOptions) -> int | None:
+def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
     """The model's context window as far as its files tell without loading anything (a model
     folder's config.json, a GGUF's header, a preset's GGUF, a mock's parameters); None when
     only loading tells (a hub id, a served model, another plugin's spec). The run's plan counts
     only the cells that fit it."""
-    if not is_builtin(spec):
-        return None
-    kind, rest = split_spec(spec)
+    kind, rest = spec.kind, spec.target
     try:
         if kind == "mock":
             from .mock import load_mock

@@ -23,8 +23,8 @@ from .options import LoadOptions, MissingDependencyError, ModelUnavailable, Unkn
 BUILTIN_PLUGIN = "pytest_lceval.models.builtin_backends"
 """The plugin module through which this registry answers the hook."""
 
-__all__ = ["BACKENDS", "PRESETS", "LoadOptions", "MissingDependencyError", "ModelUnavailable",
-           "UnknownModelError", "check_spec", "is_builtin", "known_specs", "load_backend",
+__all__ = ["BACKENDS", "PRESETS", "LoadOptions", "MissingDependencyError", "ModelSpec",
+           "ModelUnavailable", "UnknownModelError", "check_spec", "known_specs", "load_backend",
            "make_backend", "split_spec"]
 
 
@@ -78,9 +78,48 @@ def split_spec(spec: str) -> tuple[str, str]:
     raise UnknownModelError(f"unknown model spec {spec!r}.{hint} Known: {listing}")
 
 
+SERVED_KINDS = ("openai", "llamacpp")
+"""Backends that ask a server (their endpoint and tokenizer options apply)."""
+
+
+class ModelSpec(str):
+    """A model spec (``--model``, ``--lceval-judge``) read once into its parts: ``kind`` is
+    'preset' or a built-in backend's name ('hf', 'openai', ...), None for a spec only another
+    plugin knows; ``target`` is what that backend loads (a path, hub id, served name, preset).
+
+    It stays a ``str`` of the text the user gave: the saved settings, messages and the
+    ``pytest_lceval_make_backend`` hook (whose implementations in other plugins read the text)
+    see exactly that. Making one from a ModelSpec returns it unparsed again."""
+
+    kind: str | None
+    target: str
+
+    def __new__(cls, text: str) -> ModelSpec:
+        if isinstance(text, ModelSpec):
+            return text
+        spec = super().__new__(cls, text)
+        try:
+            spec.kind, spec.target = split_spec(text)
+        except UnknownModelError:
+            spec.kind, spec.target = None, text
+        return spec
+
+    @property
+    def builtin(self) -> bool:
+        """Whether this package's registry loads it."""
+        return self.kind is not None
+
+    @property
+    def served(self) -> bool:
+        """Whether it names a model behind a server (openai:, llamacpp:)."""
+        return self.kind in SERVED_KINDS
+
+
 def load_backend(spec: str, options: LoadOptions) -> Backend:
     """A built-in backend for ``spec``; raises UnknownModelError for any other spec."""
-    kind, rest = split_spec(spec)
+    model = ModelSpec(spec)
+    # an unknown spec: split_spec raises, naming the known specs and the closest ones
+    kind, rest = model.kind or split_spec(model)[0], model.target
     factory = _PRESET if kind == "preset" else BACKENDS[kind]
     try:
         module = importlib.import_module(factory.module)
@@ -93,7 +132,7 @@ def load_backend(spec: str, options: LoadOptions) -> Backend:
     return backend
 
 
-def make_backend(config: pytest.Config, spec: str, options: LoadOptions,
+def make_backend(config: pytest.Config, spec: ModelSpec, options: LoadOptions,
                  option: str = "--model") -> Backend:
     """The backend a plugin (or, last, this registry) makes for ``spec``; whatever the loader
     raises becomes one ModelUnavailable line naming ``option``: the first cell reports it and
@@ -108,19 +147,11 @@ def make_backend(config: pytest.Config, spec: str, options: LoadOptions,
         raise model_unavailable(spec, exc, option) from exc
 
 
-def is_builtin(spec: str) -> bool:
-    try:
-        split_spec(spec)
-    except UnknownModelError:
-        return False
-    return True
-
-
-def check_spec(pluginmanager: pytest.PytestPluginManager, spec: str) -> None:
+def check_spec(pluginmanager: pytest.PytestPluginManager, spec: ModelSpec) -> None:
     """Raise UnknownModelError for a spec that nothing can load: one the built-in registry does
     not know, when no other plugin implements pytest_lceval_make_backend. When one does, the
     spec may be its own, and only loading it tells (the load then reports an unknown spec)."""
-    if is_builtin(spec):
+    if spec.builtin:
         return
     makers = pluginmanager.hook.pytest_lceval_make_backend.get_hookimpls()
     if not any(getattr(maker.plugin, "__name__", None) != BUILTIN_PLUGIN for maker in makers):

@@ -16,7 +16,7 @@ import pytest
 
 from ..run import devices
 from ..run.workers import worker_count, worker_id
-from ..settings import bounded, flag, lookup, option_value
+from ..settings import SETTINGS, bounded, flag, lookup, option_value
 from .serving import (
     API_MODES,
     DEFAULT_CONCURRENCY,
@@ -182,15 +182,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = []
-    model, _ = lookup(config, "lceval_model")
+    model = config.stash[SETTINGS].model
     serving = config.stash[SERVING]
-    if str(model or "").startswith(("openai:", "llamacpp:")):
+    if model.served:
         base = ",".join(map(redact_url, serving.base_urls)) or "api.openai.com"
         lines.append(
             f"lceval: openai endpoint={base} mode={serving.api_mode or 'auto'} "
             f"concurrency={serving.concurrency} timeout={serving.timeout:g}s "
             f"retries={serving.retries} tokenizer={serving.tokenizer or 'auto'}")
-    if str(model or "").startswith("vllm:"):
+    if model.kind == "vllm":
         lines.append(
             f"lceval: vllm tensor_parallel={serving.tensor_parallel} "
             f"pipeline_parallel={serving.pipeline_parallel} "

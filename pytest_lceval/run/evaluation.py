@@ -17,6 +17,7 @@ import pytest
 from ..judge.panel import JudgedTask, JudgePanel, Scored
 from ..models.chat_choice import renderer_for
 from ..models.reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
+from ..models.scoring import StoredScoring
 from ..models.stored import StoredModel
 from ..results.cells import CellResult
 from ..results.records import Case, Generation
@@ -78,6 +79,9 @@ class Evaluator:
     run_dir: Path
     judges: JudgePanel | None = None
     """The judge (and second judge) of judged tasks; None when the run names none."""
+    scoring: dict[str, StoredScoring] = field(default_factory=dict)
+    """The plugins' scoring models by name (``pytest_lceval_scoring_models``), behind the
+    store; a task's ``cell_metrics`` gets them."""
     _evidence: dict[Hashable, Any] = field(default_factory=dict, repr=False)
     """Measured needs by key (a task's LongScore base ability is measured once per process)."""
 

@@ -4,13 +4,14 @@ cases built by a registered task, answered through the store, scored by the task
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
 from ..judge.panel import JudgedTask, cell_metric
 from ..models.reference_tokenizer import ReferenceTokenizer
+from ..models.scoring import ScoringModel
 from ..results.cells import SAMPLE_CHARS, CellResult, clip_sample, failing_first
 from ..results.records import Case
 from ..results.sample_log import generated_case
@@ -48,9 +49,11 @@ class NeedsData(Protocol):
 
 @runtime_checkable
 class CountsOutputs(Protocol):
-    """A task that also counts something over a cell's outputs (re-rank: unparsed rankings)."""
+    """A task that also counts something over a cell's outputs (re-rank: unparsed rankings),
+    maybe with a plugin's scoring model (cite: the NLI classifier), looked up by name."""
 
-    def cell_metrics(self, outputs: list[str], cases: list[Case]) -> dict[str, Any]: ...
+    def cell_metrics(self, outputs: list[str], cases: list[Case],
+                     scoring: Mapping[str, ScoringModel]) -> dict[str, Any]: ...
 
 
 class GenerationSuite(Suite):
@@ -181,7 +184,7 @@ class GenerationSuite(Suite):
         result.judge = scored.judge
         started = time.perf_counter()
         if isinstance(task, CountsOutputs):
-            result.metrics.update(task.cell_metrics(outputs, cases))
+            result.metrics.update(task.cell_metrics(outputs, cases, evaluator.scoring))
         result.seconds_score = answered.seconds_score + time.perf_counter() - started
 
         # A case the judge's rubric leaves unscored (an unreadable reply, counted in

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lceval.benchmarks.helmet.cite import HEADLINE, NLI, CiteTask
+from pytest_lceval.benchmarks.helmet.cite import HEADLINE, NLI_SCORER, CiteTask
 from pytest_lceval.benchmarks.helmet.cite_metrics import Document
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.models.hf_text import HFText
@@ -214,9 +214,10 @@ def entails(premise: str, claim: str) -> bool:
 
 class StubScorer:
     label = "stub"
+    fingerprint = "stub"
 
-    def entails(self, premise: str, hypothesis: str) -> bool:
-        return entails(premise, hypothesis)
+    def score(self, items: list[tuple[str, ...]]) -> list[bool]:
+        return [entails(premise, hypothesis) for premise, hypothesis in items]
 
 
 def alce_outputs() -> list[str]:
@@ -257,12 +258,10 @@ def alce_scores(eval_alce: ModuleType, folder: Path, kind: str, output: str,
 @pytest.mark.parametrize("template", [True, False])
 @pytest.mark.parametrize("kind", ["asqa", "qampari"])
 def test_alce_correctness_and_citations_are_helmets(
-        eval_alce: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], conformance: Any, kind: str,
-        template: bool) -> None:
+        eval_alce: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        conformance: Any, kind: str, template: bool) -> None:
     task = builtin_task(f"alce_{kind}")
     assert isinstance(task, CiteTask)
-    monkeypatch.setattr(NLI, "scorer", StubScorer())
     prefix = "" if template else "Answer:"
     readings = ASQA_READINGS if kind == "asqa" else QAMPARI_ANSWERS
     outputs = alce_outputs()
@@ -271,7 +270,7 @@ def test_alce_correctness_and_citations_are_helmets(
         theirs = alce_scores(eval_alce, tmp_path, kind, output, prefix)
         one = case(tuple(r[0] for r in readings), prefix, readings=readings, question=QUESTION,
                    documents=DOCUMENTS, passages=SHOWN)
-        metrics = task.cell_metrics([output], [one])
+        metrics = task.cell_metrics([output], [one], {NLI_SCORER: StubScorer()})
         correctness = "str_em" if kind == "asqa" else "qampari_rec_top5"
         ours = {correctness: task.score(output, one) * 100,
                 "citation_rec": metrics["citation_recall"] * 100,

@@ -15,18 +15,19 @@ need an entailment scorer (``cite_plugin``, ``--lceval-cite-nli``): ``cell_metri
 suite's ``CountsOutputs`` hook) records them per cell when one is set, with HELMET's Cite number
 (their mean with correctness), and records them as None with ``citation_scorer: "absent"`` when
 not. As ALCE, a citation is checked against the question's retrieved documents whether the
-prompt showed them or not. The scorer is never a model under test; the task reaches it only
-through ``NLI``.
+prompt showed them or not. The scorer is never a model under test: the plugin offers it as the
+scoring model ``NLI_SCORER`` and the task gets it, behind the store, in ``cell_metrics``.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
+from ...models.scoring import ScoringModel
 from ...results.records import Case, Prompt
 from ...results.score_metric import RECALL_AT_5, STR_EM, ScoreMetric
 from ...run.data import DataSource
@@ -47,7 +48,7 @@ from .cite_data import (
 )
 from .cite_metrics import (
     Document,
-    ScorerSlot,
+    Entailment,
     citation_scores,
     clean_output,
     qampari_claims,
@@ -72,8 +73,9 @@ HEADLINE = "helmet_cite"
 NO_SCORER_NOTE = ("citation recall/precision not measured: no entailment scorer; pass "
                   "--lceval-cite-nli=hf:/path/to/nli-model")
 
-NLI = ScorerSlot()
-"""The entailment scorer of this process; ``cite_plugin`` sets it from --lceval-cite-nli."""
+NLI_SCORER = "cite_nli"
+"""The scoring model's name (``cite_plugin`` offers it from --lceval-cite-nli); also its role in
+the run's usage counts."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,6 @@ class CiteTask:
     """'asqa' (a long answer scored by STR-EM) or 'qampari' (a list scored by recall-5)."""
     alce_file: str
     demo_file: str
-    nli: ScorerSlot
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
     max_new_tokens: int = MAX_NEW_TOKENS
@@ -152,18 +153,20 @@ class CiteTask:
             return str_em(helmet_scored(output, case.meta), readings)
         return qampari_scores(helmet_scored(output, case.meta), readings).recall_top5
 
-    def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case]) -> dict[str, Any]:
+    def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case],
+                     scoring: Mapping[str, ScoringModel]) -> dict[str, Any]:
         """Per-cell numbers beside the mean score: QAMPARI's precision, and citation recall
-        and precision (or why they are absent)."""
+        and precision by the ``NLI_SCORER`` scoring model (or why they are absent)."""
         metrics: dict[str, Any] = {}
         if self.kind == "qampari":
             metrics["qampari_precision"] = fmean(
                 qampari_scores(helmet_scored(output, case.meta), case.meta["readings"]).precision
                 for output, case in zip(outputs, cases, strict=True)) if cases else None
-        scorer = self.nli.scorer
-        if scorer is None:
+        nli = scoring.get(NLI_SCORER)
+        if nli is None:
             return {**metrics, "citation_recall": None, "citation_precision": None,
                     HEADLINE: None, "citation_scorer": "absent", "citation_note": NO_SCORER_NOTE}
+        scorer = Entailment(nli)
         judged = [citation_scores(self.claims(output, case), case.meta["documents"], scorer)
                   for output, case in zip(outputs, cases, strict=True)]
         answered = [scores for scores in judged if scores is not None]
@@ -243,7 +246,7 @@ def _placed(documents: list[Document], gold: Document | None, place: float) -> l
     return [*others[:position], gold, *others[position:]]
 
 
-ASQA = CiteTask("alce_asqa", "asqa", "asqa_eval_gtr_top2000.json", "asqa_revised.json", NLI)
+ASQA = CiteTask("alce_asqa", "asqa", "asqa_eval_gtr_top2000.json", "asqa_revised.json")
 QAMPARI = CiteTask("alce_qampari", "qampari", "qampari_eval_gtr_top2000.json",
-                   "qampari_revised.json", NLI)
+                   "qampari_revised.json")
 TASKS: tuple[GenerationTask, ...] = (ASQA, QAMPARI)

@@ -2,9 +2,10 @@
 
 Correctness needs no model: ASQA's STR-EM (the share of the question's readings whose short
 answers appear in the answer) and QAMPARI's recall-5 and precision over the comma-separated list.
-Citation recall and precision need an entailment judge: an :class:`EntailmentScorer`, set by
-``cite_plugin`` from ``--lceval-cite-nli``. Without one the citation metrics are None, never
-0 or 1, and the results say so.
+Citation recall and precision need an entailment judge: an :class:`EntailmentScorer`, here the
+scoring model ``cite_plugin`` offers from ``--lceval-cite-nli`` (read through the store by
+:class:`Entailment`). Without one the citation metrics are None, never 0 or 1, and the results
+say so.
 
 ASQA answers are cut into claims as ALCE cuts them: NLTK's Punkt sentences with its English
 model (``sentences``, the same splitter RULER's essay haystack uses).
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...models.scoring import ScoringModel
 from ...tasks.metrics import normalize_answer
 from ...tasks.sentences import sentence_spans
 
@@ -39,12 +41,19 @@ class EntailmentScorer(Protocol):
     def entails(self, premise: str, hypothesis: str) -> bool: ...
 
 
-@dataclass
-class ScorerSlot:
-    """The entailment scorer the cite tasks use, set by the plugin at configure time and cleared
-    at unconfigure (tasks are module-level objects that outlive one pytest session)."""
+class Entailment:
+    """An EntailmentScorer over a scoring model that rates (premise, hypothesis) pairs as
+    entailed or not (cite_plugin's classifier, behind the store)."""
 
-    scorer: EntailmentScorer | None = None
+    def __init__(self, model: ScoringModel) -> None:
+        self.model = model
+
+    @property
+    def label(self) -> str:
+        return self.model.label
+
+    def entails(self, premise: str, hypothesis: str) -> bool:
+        return bool(self.model.score([(premise, hypothesis)])[0])
 
 
 @dataclass(frozen=True)

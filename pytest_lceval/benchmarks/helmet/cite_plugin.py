@@ -3,22 +3,28 @@
 ALCE judges citations with an NLI model (TRUE, a T5-XXL); this project names none by default
 and records the citation metrics as absent until the user names one. ``hf:/path`` loads a local
 Hugging Face sequence classifier trained on NLI (any MNLI-style model); its entailment class is
-found by name in ``config.id2label``. A judge backend can serve as the scorer too: anything that
-satisfies ``tasks.cite_metrics.EntailmentScorer``.
+found by name in ``config.id2label``. It is offered to the core as a scoring model
+(``pytest_lceval_scoring_models``), so its ratings are stored under its fingerprint as the judge's
+verdicts are, and a rerun asks it nothing it has rated.
 """
 
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .cite import NLI
-from .cite_metrics import EntailmentScorer
+from ...models.scoring import ScoringModel
+from ...models.weights import weights_identity
+from ...results.records import stable_hash
+from .cite import NLI_SCORER
 
 HF_PREFIX = "hf:"
+SCORER = pytest.StashKey["HFEntailment | None"]()
+"""The session's classifier, checked at configure time."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,15 +37,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     spec = config.getoption("lceval_cite_nli")
-    NLI.scorer = scorer_for(spec) if spec else None
+    config.stash[SCORER] = scorer_for(spec) if spec else None
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The slot outlives the session (in-process pytester runs): leave it empty."""
-    NLI.scorer = None
+@pytest.hookimpl
+def pytest_lceval_scoring_models(config: pytest.Config) -> dict[str, ScoringModel]:
+    scorer = config.stash.get(SCORER, None)
+    return {} if scorer is None else {NLI_SCORER: scorer}
 
 
-def scorer_for(spec: str) -> EntailmentScorer:
+def scorer_for(spec: str) -> HFEntailment:
     """The scorer a ``--lceval-cite-nli`` spec names; UsageError for one it does not."""
     if not spec.startswith(HF_PREFIX):
         raise pytest.UsageError(f"--lceval-cite-nli={spec}: expected hf:/path/to/a local NLI "
@@ -52,10 +59,9 @@ def scorer_for(spec: str) -> EntailmentScorer:
 
 
 class HFEntailment:
-    """A local NLI classifier: premise and hypothesis as a sentence pair, entailment when the
-    entailment class scores highest. Its labels are checked at configure time; the weights load
-    on first use, so a run without cite cells pays nothing. Answers are memoised (a claim with
-    several citations asks the same pair again)."""
+    """A local NLI classifier (a ScoringModel): premise and hypothesis as a sentence pair,
+    entailed when the entailment class scores highest. Its labels are checked at configure time;
+    the weights load on first use, so a run without cite cells pays nothing."""
 
     def __init__(self, path: Path) -> None:
         from transformers import AutoConfig
@@ -63,10 +69,19 @@ class HFEntailment:
         self.path = path
         self.label = f"{HF_PREFIX}{path}"
         self.entailment = entailment_index(AutoConfig.from_pretrained(path).id2label, path)
-        self._cached = lru_cache(maxsize=65536)(self._entails)
 
-    def entails(self, premise: str, hypothesis: str) -> bool:
-        return self._cached(premise, hypothesis)
+    @cached_property
+    def fingerprint(self) -> str:
+        import torch
+        import transformers
+
+        return stable_hash({"nli": weights_identity(str(self.path), None),
+                            "entailment": self.entailment, "decision": "argmax",
+                            "transformers": transformers.__version__,
+                            "torch": torch.__version__})
+
+    def score(self, items: Sequence[tuple[str, ...]]) -> list[bool]:
+        return [self.entails(premise, hypothesis) for premise, hypothesis in items]
 
     @cached_property
     def _model(self) -> tuple[Any, Any]:
@@ -78,7 +93,7 @@ class HFEntailment:
         model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
         return tokenizer, model
 
-    def _entails(self, premise: str, hypothesis: str) -> bool:
+    def entails(self, premise: str, hypothesis: str) -> bool:
         import torch
 
         tokenizer, model = self._model

@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 
 import pytrec_eval
 
+from ...models.scoring import ScoringModel
 from ...results.records import Case, Prompt
 from ...results.score_metric import NDCG_AT_10, ScoreMetric
 from ...run.data import DataError, DataSource
@@ -185,7 +186,8 @@ class RerankTask:
         """What the data directory lacks (generation_suite.NeedsData): no cells without it."""
         return missing(data)
 
-    def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case]) -> dict[str, float]:
+    def cell_metrics(self, outputs: Sequence[str], cases: Sequence[Case],
+                     scoring: Mapping[str, ScoringModel]) -> dict[str, float]:
         """Outputs with no ranking in them (scored 0), counted per cell, so that a model that
         does not rank is told from one that ranks badly."""
         return {"unparsed": float(sum(parse_ranking(output) is None for output in outputs))}
