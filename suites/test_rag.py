@@ -1,8 +1,0 @@
-"""HELMET's retrieval-augmented generation (RAG): task x length x depth.
-
-Each test is one cell: N questions, each with passages filling the cell's length and its gold
-passage at the cell's depth; the answer is scored by substring exact match (SubEM), as HELMET.
-Reads HELMET's KILT files from --lceval-data, else a labelled substitute (see docs/fidelity.md).
-"""
-
-from pytest_lceval.suites.test_rag import pytestmark, test_rag  # noqa: F401

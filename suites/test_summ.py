@@ -1,9 +1,0 @@
-"""HELMET's summarisation, judged by a model (--lceval-judge): task x length.
-
-Each test is one cell: N documents (the same at every length, cut at their end to fit it), each
-with two demonstration summaries; the judge scores recall of key points, precision against the
-expert summary and fluency, checked against ROUGE-Lsum F1. Without a judge the suite has no
-cells.
-"""
-
-from pytest_lceval.suites.test_summ import pytestmark, test_summ  # noqa: F401
