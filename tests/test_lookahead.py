@@ -27,6 +27,7 @@ from pytest_lceval.results.records import GenerateRequest
 from pytest_lceval.results.score_metric import ScoreMetric
 from pytest_lceval.run.grid import Cell
 from pytest_lceval.run.lookahead import Gather, Lookahead
+from pytest_lceval.run.measurement import Measurement
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.run.suite import Suite
 from pytest_lceval.settings import auto_batch_size, auto_lookahead
@@ -206,11 +207,11 @@ class AskingSuite(Suite):
     def grid(self, settings: object) -> list[Cell]:  # type: ignore[override]
         return []
 
-    def measure(self, cell: Cell, result: CellResult, evaluator: object) -> None:  # type: ignore[override]
+    def measure(self, cell: Cell, evaluator: object) -> Measurement:  # type: ignore[override]
         model: StoredModel = evaluator.model  # type: ignore[attr-defined]
         answers = model.generate([_request(cell.length * 100 + i) for i in range(cell.samples)])
-        result.scores = [float(bool(a.text)) for a in answers]
-        self.measured.append(result.nodeid)
+        self.measured.append(f"t[{cell.length - 1}]")
+        return Measurement(scores=[float(bool(a.text)) for a in answers])
 
 
 def _worker(tmp_path: Path, cells: list[tuple[str, Cell]], owner: str

@@ -109,11 +109,12 @@ class Evaluator:
         except ReferenceTokenizerError as exc:
             pytest.fail(f"pytest-lceval: {exc}", pytrace=False)
 
-    def answer(self, task: GenerationTask, cases: Sequence[Case], label: str,
+    def answer(self, task: GenerationTask, cases: Sequence[Case], label: str | None = None,
                agreement: bool = True) -> Answered:
         """Filter (a task's ``filter_cases``), answer through the store with ``label`` on the
-        progress line, score: the steps after building, the same for a cell and for
-        LongScore's base. Raises NothingKept when the filter leaves no case."""
+        progress line (by default the cell being measured), score: the steps after building,
+        the same for a cell and for LongScore's base. Raises NothingKept when the filter leaves
+        no case."""
         model = self.model
         before, spent = model.calls.here, model.calls.seconds_here
         kept, metrics = list(cases), {}

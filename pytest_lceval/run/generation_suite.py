@@ -12,7 +12,7 @@ import pytest
 from ..judge.panel import JudgedTask, cell_metric
 from ..models.reference_tokenizer import ReferenceTokenizer
 from ..models.scoring import ScoringModel
-from ..results.cells import SAMPLE_CHARS, CellResult, clip_sample, failing_first
+from ..results.cells import SAMPLE_CHARS, clip_sample, failing_first
 from ..results.records import Case
 from ..results.sample_log import generated_case
 from ..results.score_metric import ScoreMetric
@@ -20,12 +20,11 @@ from ..settings import Settings
 from ..tasks.base import CellDoesNotFit, GenerationTask
 from ..tasks.stops import config_stops_at_newline
 from ..verdicts.criteria import VerdictPolicy
-from ..verdicts.stats import mean_ci
 from .data import DataSource
 from .evaluation import Evaluator, NothingKept
 from .grid import Cell
+from .measurement import Measurement
 from .suite import CellRefused, CellSkipped, Suite
-from .workers import worker_label
 
 SAMPLES_KEPT = 3
 """Prompts/outputs kept per cell for reports, the lowest-scoring first."""
@@ -141,7 +140,7 @@ class GenerationSuite(Suite):
             return f"suite {self.name!r} has no cells: {needs}"
         return super().why_empty(settings)
 
-    def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
+    def measure(self, cell: Cell, evaluator: Evaluator) -> Measurement:
         model = evaluator.model
         task = self.tasks[cell.task]
         if cell.length > model.context_window and evaluator.reference is None:
@@ -149,88 +148,93 @@ class GenerationSuite(Suite):
                               f"window of {model.context_window} tokens")
         started = time.perf_counter()
         context = evaluator.context_for(task)
-        result.metrics["chat_template"] = "on" if context.renderer.uses_template else "off"
+        notes: dict[str, Any] = {"chat_template": "on" if context.renderer.uses_template
+                                 else "off"}
         if config_stops_at_newline(task) is not None:
-            result.metrics["stop_newline"] = evaluator.settings.stop_newline
+            notes["stop_newline"] = evaluator.settings.stop_newline
         try:
             cases = evaluator.build(task, cell)
         except CellDoesNotFit as exc:
-            raise CellSkipped(str(exc)) from None
-        result.seconds_build = time.perf_counter() - started
+            raise CellSkipped(str(exc), Measurement(metrics=notes)) from None
+        built = time.perf_counter() - started
         if evaluator.reference is not None:
-            _count_for_model(result, cases, evaluator)
-        result.source = cases[0].meta.get("source", result.source) if cases else result.source
+            counts, overflow = _model_counts(cases, evaluator)
+            notes.update(counts)
+            if overflow:
+                raise CellSkipped(overflow, Measurement(metrics=notes, seconds_build=built))
+        source = cases[0].meta.get("source") if cases else None
         if cases and "ruler" in cases[0].meta:  # the RULER version that wrote the prompts
-            result.metrics["ruler"] = cases[0].meta["ruler"]
+            notes["ruler"] = cases[0].meta["ruler"]
 
         try:
-            answered = evaluator.answer(task, cases, f"[{worker_label()}] {result.nodeid}")
+            answered = evaluator.answer(task, cases)
         except NothingKept as exc:
-            result.metrics.update(exc.metrics)
-            raise CellSkipped(str(exc)) from None
-        result.metrics.update(answered.filter_metrics)
+            stopped = Measurement(metrics={**notes, **exc.metrics}, source=source,
+                                  seconds_build=built)
+            raise CellSkipped(str(exc), stopped) from None
+        notes.update(answered.filter_metrics)
         cases, generations, scored = answered.cases, answered.generations, answered.scored
         truncated = [case.meta["truncated"] for case in cases if "truncated" in case.meta]
         if truncated:  # HELMET's own files, cut as HELMET cuts an overflowing prompt
-            result.metrics["truncated"] = float(sum(truncated))
+            notes["truncated"] = float(sum(truncated))
         chances = [case.meta["chance"] for case in cases if "chance" in case.meta]
         if chances:  # a uniform guess's expected score over the scored cases
-            result.metrics["chance"] = round(sum(chances) / len(chances), 6)
-        result.seconds_model = answered.seconds_model
-        result.model_requests = answered.requests
-
+            notes["chance"] = round(sum(chances) / len(chances), 6)
         outputs = [g.text for g in generations]
-        result.metrics.update(scored.metrics)
-        result.judge = scored.judge
+        notes.update(scored.metrics)
         started = time.perf_counter()
         if isinstance(task, CountsOutputs):
-            result.metrics.update(task.cell_metrics(outputs, cases, evaluator.scoring))
-        result.seconds_score = answered.seconds_score + time.perf_counter() - started
-
+            notes.update(task.cell_metrics(outputs, cases, evaluator.scoring))
         # A case the judge's rubric leaves unscored (an unreadable reply, counted in
         # judge_unparsed) is out of the mean and the pairing, never silently scored.
         kept = [i for i, score in enumerate(scored.scores) if score is not None]
-        scores = [score for score in scored.scores if score is not None]
-        result.n = len(kept)
-        result.scores = scores
-        result.score, result.ci_low, result.ci_high = mean_ci(scores)
-        result.case_keys = [cases[i].request().key() for i in kept]
-        result.input_tokens_mean = sum(c.prompt_tokens for c in cases) / max(len(cases), 1)
-        result.input_tokens_max = max((c.total_tokens for c in cases), default=0)
-        result.depths_achieved = [case.depth for case in cases]
-        result.samples = [
-            {"index": cases[i].index, "prompt": clip_sample(cases[i].prompt, cases[i].gold),
-             "gold": list(cases[i].gold), "output": outputs[i][:SAMPLE_CHARS],
-             "score": scored.scores[i]}
-            for i in failing_first(scored.scores, SAMPLES_KEPT)
-        ]
-        evaluator.log_cases(result, [
-            generated_case(case, answer, score)
-            for case, answer, score in zip(cases, generations, scored.scores, strict=True)])
+        measurement = Measurement(
+            scores=[score for score in scored.scores if score is not None],
+            case_keys=[cases[i].request().key() for i in kept],
+            prompt_tokens=[case.prompt_tokens for case in cases],
+            total_tokens=[case.total_tokens for case in cases],
+            depths=[case.depth for case in cases],
+            samples=[{"index": cases[i].index,
+                      "prompt": clip_sample(cases[i].prompt, cases[i].gold),
+                      "gold": list(cases[i].gold), "output": outputs[i][:SAMPLE_CHARS],
+                      "score": scored.scores[i]}
+                     for i in failing_first(scored.scores, SAMPLES_KEPT)],
+            logged=[generated_case(case, answer, score) for case, answer, score
+                    in zip(cases, generations, scored.scores, strict=True)]
+            if evaluator.settings.log_samples else (),
+            metrics=notes, source=source, judge=scored.judge, seconds_build=built,
+            seconds_model=answered.seconds_model,
+            seconds_score=answered.seconds_score + time.perf_counter() - started,
+            model_requests=answered.requests)
         if cases and not kept:  # a broken judge must not turn a gate green by skipping
             raise CellRefused(f"the judge's replies to all {len(cases)} cases could not be "
-                              f"read (judge_unparsed={len(cases)}): no score; see the samples")
+                              f"read (judge_unparsed={len(cases)}): no score; see the samples",
+                              measurement)
+        return measurement
 
 
-def _count_for_model(result: CellResult, cases: list[Case], evaluator: Evaluator) -> None:
-    """With a reference tokenizer the cases' lengths are reference tokens: count each prompt
-    in the model's own tokenizer too, record both, and skip the cell when the model's count
-    plus the generation budget exceeds its window (the reference count may fit)."""
+def _model_counts(cases: list[Case], evaluator: Evaluator
+                  ) -> tuple[dict[str, Any], str | None]:
+    """With a reference tokenizer the cases' lengths are reference tokens: each prompt counted
+    in the model's own tokenizer too, for the results, and why the cell is skipped when the
+    model's count plus the generation budget exceeds its window (the reference count may
+    fit); None when it fits."""
     model = evaluator.model
     reference: ReferenceTokenizer | None = evaluator.reference
     assert reference is not None
     counts = [model.renderer.count(case.prompt) for case in cases]
     totals = [count + case.max_new_tokens for count, case in zip(counts, cases, strict=True)]
-    result.metrics.update({
+    metrics = {
         "length_tokenizer": reference.label,
         "input_tokens_model_mean": round(sum(counts) / max(len(counts), 1), 1),
         "input_tokens_model_max": max(totals, default=0),
-    })
+    }
     longest = max(range(len(cases)), key=totals.__getitem__, default=None)
-    if longest is not None and totals[longest] > model.context_window:
-        case = cases[longest]
-        raise CellSkipped(
-            f"case {case.index} is {case.total_tokens} tokens of the reference tokenizer "
-            f"{reference.path} but {totals[longest]} tokens of the model (prompt + "
-            f"{case.max_new_tokens} to generate), beyond the model's context window of "
-            f"{model.context_window} tokens")
+    if longest is None or totals[longest] <= model.context_window:
+        return metrics, None
+    case = cases[longest]
+    return metrics, (
+        f"case {case.index} is {case.total_tokens} tokens of the reference tokenizer "
+        f"{reference.path} but {totals[longest]} tokens of the model (prompt + "
+        f"{case.max_new_tokens} to generate), beyond the model's context window of "
+        f"{model.context_window} tokens")

@@ -34,8 +34,9 @@ from ..models.stored import Progress, StoredModel, gathered_by
 from ..results.cells import CellResult
 from ..store.database import without_waiting
 from .grid import Cell
-from .progress import CellProgress
-from .suite import CellRefused, CellSkipped, Suite
+from .measurement import Measurement, record
+from .progress import CellProgress, measuring
+from .suite import CellStopped, Suite
 from .workers import worker_label
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 CLAIM_REACH = 4
 """A window is filled from the next cells within this many windows' worth of cases, skipping
 those other workers claimed."""
-Problem = CellSkipped | CellRefused
-"""How a measurement may end without a score, for its test to report."""
 
 
 @dataclass
@@ -161,7 +160,7 @@ class Measured:
     """A cell's measurement: its result, and the problem that left it without a score."""
 
     result: CellResult
-    problem: Problem | None = None
+    problem: CellStopped | None = None
 
 
 class Lookahead:
@@ -246,7 +245,7 @@ class Lookahead:
             for (_, cell), result in zip(window, results, strict=True)])
         for (nodeid, cell), result, problem in zip(window, results, problems, strict=True):
             self._started.add(nodeid)
-            if problem is None or isinstance(problem, (CellSkipped, CellRefused)):
+            if problem is None or isinstance(problem, CellStopped):
                 self._done[(nodeid, cell)] = Measured(result, problem)
 
     def _measure_alone(self, nodeid: str, cell: Cell) -> Measured:
@@ -254,8 +253,8 @@ class Lookahead:
         suite = self.suites[cell.suite]
         result = _new_result(suite, nodeid, cell, evaluator)
         try:
-            suite.measure(cell, result, evaluator)
-        except (CellSkipped, CellRefused) as exc:
+            _measuring(suite, cell, result, evaluator)()
+        except CellStopped as exc:
             return Measured(result, exc)
         return Measured(result)
 
@@ -269,7 +268,24 @@ def _new_result(suite: Suite, nodeid: str, cell: Cell, evaluator: Evaluator) -> 
 
 def _measuring(suite: Suite, cell: Cell, result: CellResult,
                evaluator: Evaluator) -> Callable[[], None]:
-    return lambda: suite.measure(cell, result, evaluator)
+    """Measure ``cell`` with its suite and make ``result`` from what it measured, also when it
+    stopped without a score (a refused judge's cases are logged too)."""
+    def measure() -> None:
+        try:
+            with measuring(f"[{worker_label()}] {result.nodeid}"):
+                measurement = suite.measure(cell, evaluator)
+        except CellStopped as stopped:
+            _keep(result, stopped.measured, evaluator)
+            raise
+        _keep(result, measurement, evaluator)
+
+    return measure
+
+
+def _keep(result: CellResult, measurement: Measurement, evaluator: Evaluator) -> None:
+    record(result, measurement)
+    if measurement.logged:  # under --lceval-log-samples
+        evaluator.log_cases(result, measurement.logged)
 
 
 def selected_cells(session: pytest.Session) -> list[tuple[str, Cell]]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO
 
 Bypass = Callable[[], contextlib.AbstractContextManager[Any]]
@@ -216,6 +217,27 @@ def log_seconds() -> float:
         return 30.0
 
 
+_measuring = threading.local()
+
+
+@contextlib.contextmanager
+def measuring(label: str) -> Iterator[None]:
+    """Progress made in this thread names ``label`` (the cell's test, '[gw0] suites/...::...')
+    until the block ends: the core says which cell a suite measures, so suites and tasks need
+    not pass it down (lookahead measures each cell of a window in a thread of its own)."""
+    previous = getattr(_measuring, "label", None)
+    _measuring.label = label
+    try:
+        yield
+    finally:
+        _measuring.label = previous
+
+
+def measuring_label() -> str:
+    """The label of the cell this thread measures ("cell" outside one)."""
+    return getattr(_measuring, "label", None) or "cell"
+
+
 class CellProgress:
     """The running cell's progress, called by the model after each batch.
 
@@ -225,9 +247,9 @@ class CellProgress:
     end: the whole-run line reports finished cells, and a line per cell would bury it.
     """
 
-    def __init__(self, label: str, stream: TextIO | None = None, after: float = 3.0,
-                 log_every: float | None = None) -> None:
-        self.label = label
+    def __init__(self, label: str | None = None, stream: TextIO | None = None,
+                 after: float = 3.0, log_every: float | None = None) -> None:
+        self.label = measuring_label() if label is None else label
         self.board: Board = StreamBoard(stream) if stream is not None else (
             _board or StreamBoard(sys.__stderr__ or sys.stderr))
         self.after = after

@@ -2,10 +2,11 @@
 session summary, registered through ``pytest_lceval_suites`` (as pytest-xdist lets a plugin
 supply a scheduler). A test module names it with ``pytest.mark.lceval(suite=...)``.
 
-Adding a suite is one module: subclass :class:`Suite` (or instantiate
-:class:`~pytest_lceval.run.generation_suite.GenerationSuite` for generation tasks), return it from a
+Adding a suite is one module: subclass :class:`Suite` (its ``measure`` returns a
+:class:`~pytest_lceval.run.measurement.Measurement`), or instantiate
+:class:`~pytest_lceval.run.generation_suite.GenerationSuite` for generation tasks; return it from a
 ``pytest_lceval_suites`` hook in a plugin or conftest, and write a test module with the marker.
-``docs/examples/tiny_suite.py`` is a complete one.
+``docs/examples/row_lookup/`` is a complete one.
 """
 
 from __future__ import annotations
@@ -24,18 +25,28 @@ from ..results.score_metric import ScoreMetric
 from ..settings import Settings
 from ..verdicts.criteria import VerdictPolicy
 from .grid import Cell
+from .measurement import Measurement
 from .named import by_name
 
 if TYPE_CHECKING:
     from .evaluation import Evaluator
 
 
-class CellSkipped(Exception):
+class CellStopped(Exception):
+    """A measurement that ended without a score; ``measured`` is what it measured before it
+    stopped (the filter's counts, the chat template used), which the result line keeps."""
+
+    def __init__(self, reason: str, measured: Measurement | None = None) -> None:
+        super().__init__(reason)
+        self.measured = measured or Measurement()
+
+
+class CellSkipped(CellStopped):
     """The cell cannot be measured (it does not fit the window, nothing is left to score...):
     the test is skipped with this reason, and the result line says so."""
 
 
-class CellRefused(Exception):
+class CellRefused(CellStopped):
     """The cell must not be measured as asked (e.g. options the backend cannot tell apart): the
     test fails with this reason without a score."""
 
@@ -62,9 +73,10 @@ class Suite(ABC):
         """The suite's cells; raising ``pytest.UsageError`` or ``DataError`` reports one line."""
 
     @abstractmethod
-    def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
-        """Fill ``result`` (cases, scores, timings, metrics, samples) for ``cell``; raise
-        :class:`CellSkipped` or :class:`CellRefused`. Judging comes after, elsewhere."""
+    def measure(self, cell: Cell, evaluator: Evaluator) -> Measurement:
+        """What ``cell`` measures (scores, case keys, timings, metrics, samples); the core makes
+        the cell's result from it. Raise :class:`CellSkipped` or :class:`CellRefused`. Judging
+        comes after, elsewhere."""
 
     def source(self, evaluator: Evaluator) -> str:
         """Where the suite's text comes from, until measuring says otherwise."""

@@ -10,9 +10,9 @@ from pytest_lceval.results.cells import Judgement
 from pytest_lceval.results.records import GenerateRequest, Prompt
 from pytest_lceval.results.score_metric import ScoreMetric
 from pytest_lceval.run.grid import Cell, case_seed
+from pytest_lceval.run.measurement import Measurement
 from pytest_lceval.run.suite import CellSkipped, Suite
 from pytest_lceval.verdicts.criteria import Assessment, VerdictPolicy
-from pytest_lceval.verdicts.stats import mean_ci
 
 WORDS = "amber birch cobalt delta ember fjord garnet harbor indigo juniper".split()
 
@@ -35,7 +35,7 @@ class RowLookup(Suite):
         return [RowsCell(self.name, "lookup", 0, depth, settings.samples, rows=rows)
                 for rows in (20, 200) for depth in settings.depths]
 
-    def measure(self, cell, result, evaluator):
+    def measure(self, cell, evaluator):
         model, golds, requests = evaluator.model, [], []
         for index in range(cell.samples):
             rng = random.Random(case_seed(evaluator.settings.seed, cell.id, index))
@@ -48,9 +48,8 @@ class RowLookup(Suite):
             golds.append(words[row])
             requests.append(GenerateRequest(prompt, 4))
         answers = [answer.text for answer in model.generate(requests)]
-        result.scores = [float(gold in answer) for gold, answer in zip(golds, answers)]
-        result.n, result.case_keys = len(golds), [r.key() for r in requests]
-        result.score, result.ci_low, result.ci_high = mean_ci(result.scores)
+        return Measurement(scores=[float(gold in answer) for gold, answer in zip(golds, answers)],
+                           case_keys=[request.key() for request in requests])
 
 
 class AboveChance:

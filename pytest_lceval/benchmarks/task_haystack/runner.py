@@ -18,14 +18,13 @@ from ...models.base import Tokenizer
 from ...models.hf_text import suffix_ids
 from ...models.stored import StoredModel
 from ...models.topk_rank import NO_PREDICTION
-from ...results.cells import CellResult, clip_sample, failing_first
+from ...results.cells import clip_sample, failing_first
 from ...results.records import RankRequest
 from ...run.evaluation import Evaluator
+from ...run.measurement import Measurement
 from ...run.progress import CellProgress
 from ...run.suite import CellRefused, CellSkipped
-from ...run.workers import worker_label
 from ...store.database import Store
-from ...verdicts.stats import mean_ci
 from .config import HaystackSettings
 from .data import LliclTask
 from .metrics import HaystackMetrics
@@ -86,26 +85,26 @@ class HaystackMeasure:
     def store(self) -> Store:
         return self.model.store
 
-    def measure(self, cell: HaystackCell, result: CellResult) -> None:
+    def measure(self, cell: HaystackCell) -> Measurement:
         plan = plan_cell(cell, self.settings, self.evaluator.settings.seed)
-        result.depth = plan.depth
         started = time.perf_counter()
         try:
             contexts = {r: self._contexts(plan, r) for r in plan.resamples}
         except DoesNotFit as exc:
-            raise CellSkipped(str(exc)) from None
-        result.seconds_build = time.perf_counter() - started
+            raise CellSkipped(str(exc), Measurement(depth=plan.depth)) from None
+        built = time.perf_counter() - started
         seam_exact = all(self._seam_exact(context, plan.task, plan.rows[0])
                          for pair in contexts.values() for context in pair)
         before, spent = self.model.calls.here, self.model.calls.seconds_here
         try:
-            measured = self._measure(plan, contexts, result.nodeid)
+            measured = self._measure(plan, contexts)
         except ValueError as exc:  # the backend refuses (e.g. colliding first tokens)
             raise CellRefused(f"{plan.task.name}: the backend refused the rank requests: "
-                              f"{exc}") from None
-        result.seconds_model = self.model.calls.seconds_here - spent
-        result.model_requests = self.model.calls.here - before
-        self._record(result, plan, measured, seam_exact)
+                              f"{exc}", Measurement(depth=plan.depth, seconds_build=built)
+                              ) from None
+        return self._measurement(plan, measured, seam_exact, built,
+                                 self.model.calls.seconds_here - spent,
+                                 self.model.calls.here - before)
 
     # -- building ---------------------------------------------------------------------------
 
@@ -166,12 +165,12 @@ class HaystackMeasure:
 
     # -- measuring --------------------------------------------------------------------------
 
-    def _measure(self, plan: CellPlan, contexts: dict[int, tuple[Context, Context]],
-                 nodeid: str) -> _Conditions:
+    def _measure(self, plan: CellPlan, contexts: dict[int, tuple[Context, Context]]
+                 ) -> _Conditions:
         """Both conditions on every resample. The store's claims keep two processes from
         ranking one stream's queries twice: the second waits for the first's answers."""
         measured = _Conditions({}, {}, {})
-        progress = CellProgress(f"[{worker_label()}] {nodeid}")
+        progress = CellProgress()
         try:
             for resample in plan.resamples:
                 self._measure_resample(plan, resample, contexts[resample], measured, progress)
@@ -206,47 +205,47 @@ class HaystackMeasure:
 
     # -- recording --------------------------------------------------------------------------
 
-    def _record(self, result: CellResult, plan: CellPlan, measured: _Conditions,
-                seam_exact: bool) -> None:
+    def _measurement(self, plan: CellPlan, measured: _Conditions, seam_exact: bool,
+                     built: float, seconds_model: float, requests: int) -> Measurement:
         verdict = paired_verdict({r: s.accuracy for r, s in measured.lifelong.items()},
                                  {r: s.accuracy for r, s in measured.single.items()})
         lifelong_cases = [c for r in sorted(measured.lifelong)
                           for c in measured.lifelong[r].correct]
         tokens = [t for s in measured.lifelong.values() for t in s.prompt_tokens]
         single_tokens = [t for s in measured.single.values() for t in s.prompt_tokens]
-        result.n = len(lifelong_cases)
-        result.scores = [float(c) for c in lifelong_cases]
-        result.score, result.ci_low, result.ci_high = mean_ci(result.scores)
-        result.input_tokens_mean = sum(tokens) / len(tokens)
-        result.input_tokens_max = max(tokens)
-        result.case_keys = [request.key() for r in sorted(measured.requests)
-                            for request in measured.requests[r]]
         repeats = {str(r): n for r, n in sorted(self._repeats.items())} or None
-        result.metrics.update(_metrics(plan, measured, verdict, self.settings, seam_exact,
-                                       round(sum(single_tokens) / len(single_tokens), 1),
-                                       repeats).to_json())
         first = plan.resamples[0]
         scored = measured.lifelong[first]
         cases = list(zip(measured.requests[first], plan.rows, scored.choices, scored.correct,
                          strict=True))
-        result.samples = [
-            {"index": i, "prompt": clip_sample(request.prefix + request.suffix),
-             "gold": [row["label"]],
-             "output": NO_PREDICTION if choice is None else plan.task.options[choice],
-             "score": float(correct)}
-            for i in failing_first([float(c) for *_, c in cases], SAMPLES_KEPT)
-            for request, row, choice, correct in [cases[i]]
-        ]
-        self.evaluator.log_cases(result, [
-            {"resample": resample, "index": index, "request_key": request.key(),
-             "prompt": request.prefix + request.suffix, "options": list(request.options),
-             "gold": [row["label"]],
-             "output": NO_PREDICTION if choice is None else plan.task.options[choice],
-             "score": float(correct)}
-            for resample in sorted(measured.lifelong)
-            for index, (request, row, choice, correct) in enumerate(zip(
-                measured.requests[resample], plan.rows, measured.lifelong[resample].choices,
-                measured.lifelong[resample].correct, strict=True))])
+        return Measurement(
+            scores=[float(c) for c in lifelong_cases],
+            case_keys=[request.key() for r in sorted(measured.requests)
+                       for request in measured.requests[r]],
+            prompt_tokens=tokens, total_tokens=tokens,
+            samples=[
+                {"index": i, "prompt": clip_sample(request.prefix + request.suffix),
+                 "gold": [row["label"]],
+                 "output": NO_PREDICTION if choice is None else plan.task.options[choice],
+                 "score": float(correct)}
+                for i in failing_first([float(c) for *_, c in cases], SAMPLES_KEPT)
+                for request, row, choice, correct in [cases[i]]],
+            logged=[
+                {"resample": resample, "index": index, "request_key": request.key(),
+                 "prompt": request.prefix + request.suffix, "options": list(request.options),
+                 "gold": [row["label"]],
+                 "output": NO_PREDICTION if choice is None else plan.task.options[choice],
+                 "score": float(correct)}
+                for resample in sorted(measured.lifelong)
+                for index, (request, row, choice, correct) in enumerate(zip(
+                    measured.requests[resample], plan.rows,
+                    measured.lifelong[resample].choices, measured.lifelong[resample].correct,
+                    strict=True))] if self.evaluator.settings.log_samples else (),
+            metrics=_metrics(plan, measured, verdict, self.settings, seam_exact,
+                             round(sum(single_tokens) / len(single_tokens), 1),
+                             repeats).to_json(),
+            depth=plan.depth, seconds_build=built, seconds_model=seconds_model,
+            model_requests=requests)
 
 
 def _metrics(plan: CellPlan, measured: _Conditions, verdict: Verdict,

@@ -11,6 +11,7 @@ from ...results.cells import CellResult, Judgement
 from ...results.score_metric import ScoreMetric
 from ...run.evaluation import Evaluator, Need
 from ...run.grid import Cell
+from ...run.measurement import Measurement
 from ...run.suite import Suite
 from ...settings import Settings
 from ...verdicts.criteria import Assessment, Evidence, VerdictPolicy
@@ -50,7 +51,7 @@ class HaystackSuite(Suite):
     def source(self, evaluator: Evaluator) -> str:
         return self.settings.source
 
-    def measure(self, cell: Cell, result: CellResult, evaluator: Evaluator) -> None:
+    def measure(self, cell: Cell, evaluator: Evaluator) -> Measurement:
         assert isinstance(cell, HaystackCell), cell
         model = _batched(evaluator.model, self.settings.batch_size)
         if not self._checked:
@@ -58,7 +59,7 @@ class HaystackSuite(Suite):
                                            for name in self.settings.tasks],
                          self.settings.test_size)
             self._checked = True
-        HaystackMeasure(evaluator, self.settings, model).measure(cell, result)
+        return HaystackMeasure(evaluator, self.settings, model).measure(cell)
 
     def task_names(self) -> list[str]:
         return [*self.settings.tasks, *available_tasks(self.settings.root)]
