@@ -47,9 +47,10 @@ PLAN_DIR = ".plan"
 """Folder of the run folder where xdist workers leave their plans; removed at the end."""
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config: pytest.Config) -> None:
-    """After the core plugin (its settings and run folder) and pytest's terminal reporter."""
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Once the run's settings, its folder and pytest's terminal reporter exist, whatever
+    order the plugins were configured in; before collection, whose end the plan is made at."""
+    config = session.config
     if SETTINGS not in config.stash:
         return
     bypass = bypass_capture(config.pluginmanager.getplugin("capturemanager"))
