@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import sys
+import sysconfig
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 import shared_data  # noqa: F401  (reads $LCEVAL_DATA before the fixture below removes it)
+from _pytest.pytester import SysModulesSnapshot
 
 if TYPE_CHECKING:
     from pytest_lceval.models.hf_text import HFText
@@ -43,9 +44,19 @@ def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 # Native modules that must not be initialised twice in one process. An in-process pytester
 # run drops every module it imported when it ends; torch imported again then frees the method
 # table of its first copy, and the next garbage collection crashes on it.
-IMPORT_ONCE = ("torch", "tokenizers", "torch._dynamo", "torch.distributed.tensor")
-"""torch's dynamo and distributed tensors register native operators when imported (transformers
-imports them when it reads a model's config): a second copy fails to register."""
+LIBRARY_FOLDERS = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+"""Where installed libraries live (site-packages)."""
+
+
+def _installed_library(name: str) -> bool:
+    """Whether module ``name`` comes from an installed library. pytester takes every module
+    that an inner run (or the test around it) imported first out of ``sys.modules`` again; a
+    library imported anew beside the parts of it that stayed then has two copies of its classes:
+    transformers read a Gemma sliding-window cache as a full one after an inner run had first
+    imported its attention code (a later test's generate failed on mismatched mask sizes), and
+    torch's native operators refuse to register twice."""
+    file = getattr(sys.modules.get(name), "__file__", None) or ""
+    return file.startswith(LIBRARY_FOLDERS)
 
 
 XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
@@ -74,13 +85,11 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
                         lambda *args, **kwargs: inline(*args, *NO_RANDOM_ORDER, **kwargs))
     monkeypatch.setattr(pytester, "runpytest_subprocess",
                         lambda *args, **kwargs: subprocess(*args, *NO_RANDOM_ORDER, **kwargs))
+    # Libraries stay imported after inner runs and after the test (see _installed_library);
+    # the test's own modules and conftests still go, as pytester means them to.
+    def snapshot() -> SysModulesSnapshot:
+        return SysModulesSnapshot(preserve=_installed_library)
+
+    monkeypatch.setattr(pytester, "_Pytester__take_sys_modules_snapshot", snapshot)
+    pytester._sys_modules_snapshot = snapshot()  # type: ignore[attr-defined]
     return pytester
-
-
-@pytest.fixture(autouse=True)
-def _native_modules_outlive_inner_runs(request: pytest.FixtureRequest) -> None:
-    """Import them in this process first, so inner runs reuse them instead of re-importing."""
-    if "pytester" in request.fixturenames:
-        for name in IMPORT_ONCE:
-            if importlib.util.find_spec(name) is not None:
-                importlib.import_module(name)

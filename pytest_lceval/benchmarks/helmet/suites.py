@@ -7,7 +7,8 @@ from ...run.generation_suite import GenerationSuite
 from . import cite, icl, longqa, rag, rerank, summ
 
 
-def helmet_suites() -> list[GenerationSuite]:
+def helmet_suites(summ_wording: str = summ.WORDINGS[0]) -> list[GenerationSuite]:
+    """New suite objects for one session; ``summ_wording`` is ``--lceval-summ-prompts``."""
     return [
         GenerationSuite("rag", rag.TASKS,
                         "HELMET's retrieval-augmented generation: question + passages filling "
@@ -24,7 +25,7 @@ def helmet_suites() -> list[GenerationSuite]:
         GenerationSuite("longqa", longqa.TASKS,
                         "HELMET's long-document QA: NarrativeQA (judged), ∞Bench-style QA "
                         "(ROUGE-L F1) and multiple choice cut to the length"),
-        GenerationSuite("summ", summ.TASKS,
+        GenerationSuite("summ", summ.worded(summ_wording),
                         "HELMET's summarisation (judged): ∞Bench Sum's L-Eval substitutes and "
                         "Multi-LexSum, the document cut to the length"),
     ]

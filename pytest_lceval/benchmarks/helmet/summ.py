@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ...judge.rubrics import RUBRICS, Rubric
@@ -171,17 +171,6 @@ WORDINGS = ("helmet", "adapted")
 substitute (its kind of document and its references' length)."""
 
 
-@dataclass
-class WordingSlot:
-    """The wording of this process's summarisation prompts, set by ``summ_plugin`` from
-    ``--lceval-summ-prompts`` and reset at unconfigure (tasks outlive a pytest session)."""
-
-    wording: str = WORDINGS[0]
-
-
-WORDING = WordingSlot()
-
-
 def spread(items: Sequence[Item], seed: int) -> list[Item]:
     """``items`` in a seeded order that visits every document before any document's second
     item (documents shuffled, then each document's items)."""
@@ -228,6 +217,8 @@ class SummTask:
     uses_depth: bool = False
     use_chat_template: bool = True
     rule_metric: str = RULE_METRIC
+    wording: str = WORDINGS[0]
+    """Which of each variant's prompts it asks (``--lceval-summ-prompts``, ``worded``)."""
 
     def missing_data(self, data: DataSource) -> str | None:
         if any(release.find(data) is not None for release, _ in self.variants):
@@ -237,7 +228,7 @@ class SummTask:
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         release, collection = load(context.data, [release for release, _ in self.variants],
                                    self.name)
-        template = dict(self.variants)[release][WORDING.wording]
+        template = dict(self.variants)[release][self.wording]
         chosen = spread(collection.items, case_seed(context.seed, self.name))[:cell.samples]
         pool = spread(collection.items, case_seed(context.seed, self.name, "demos"))
         cases = []
@@ -305,3 +296,9 @@ TASKS: tuple[GenerationTask, ...] = (
               (MULTI_LEXSUM_SUBSTITUTE, _worded(HELMET_LEGAL_PROMPT, LEGAL_SUBSTITUTE_PROMPT))),
              RUBRICS["helmet_summary_legal"], LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX),
 )
+
+
+def worded(wording: str) -> tuple[GenerationTask, ...]:
+    """The tasks asking their prompts in ``wording`` (one of ``WORDINGS``), for one session's
+    suite."""
+    return tuple(replace(task, wording=wording) for task in TASKS if isinstance(task, SummTask))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from .summ import WORDING, WORDINGS
+from .summ import WORDINGS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -21,10 +21,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(words and lengths fitted to each substitute data set)")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    WORDING.wording = config.getoption("lceval_summ_prompts")
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The slot outlives the session (in-process pytester runs): back to the default."""
-    WORDING.wording = WORDINGS[0]
+def summ_wording(config: pytest.Config) -> str:
+    """``--lceval-summ-prompts``: the wording the session's summarisation tasks ask in."""
+    return str(config.getoption("lceval_summ_prompts") or WORDINGS[0])
