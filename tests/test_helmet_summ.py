@@ -13,8 +13,8 @@ import pytest
 from run_outputs import read_results
 
 from pytest_lceval.benchmarks.helmet.longqa import OMITTED
-from pytest_lceval.benchmarks.helmet.summ import rouge_lsum_f1
-from pytest_lceval.builtin_suites import builtin_suites, builtin_task
+from pytest_lceval.benchmarks.helmet.summ import rouge_lsum_f1, worded
+from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.judge.panel import Judge, JudgedTask, JudgeSpec, judge_outputs
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
@@ -49,8 +49,8 @@ def word_context(root: Path | None, template: bool = False, seed: int = 0) -> Bu
 def build(task: str, length: int, context: BuildContext, samples: int = 1,
           wording: str = "helmet") -> list[Case]:
     """The cases of a built-in summarisation task asked in ``wording`` (--lceval-summ-prompts)."""
-    suite = {s.name: s for s in builtin_suites(summ_prompts=wording)}["summ"]
-    return suite.tasks[task].build(Cell("summ", task, length, None, samples), context)
+    [chosen] = [worded_task for worded_task in worded(wording) if worded_task.name == task]
+    return chosen.build(Cell("summ", task, length, None, samples), context)
 
 
 def lines(path: Path) -> list[dict[str, object]]:

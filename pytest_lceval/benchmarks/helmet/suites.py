@@ -3,12 +3,17 @@ one line below."""
 
 from __future__ import annotations
 
+import pytest
+
 from ...run.generation_suite import GenerationSuite
 from . import cite, icl, longqa, rag, rerank, summ
+from .summ_plugin import summ_wording
 
 
-def helmet_suites(summ_wording: str = summ.WORDINGS[0]) -> list[GenerationSuite]:
-    """New suite objects for one session; ``summ_wording`` is ``--lceval-summ-prompts``."""
+def helmet_suites(config: pytest.Config | None = None) -> list[GenerationSuite]:
+    """New suite objects for one session, with the categories' options read from ``config``
+    (their defaults without it)."""
+    summ_prompts = summ_wording(config) if config is not None else summ.WORDINGS[0]
     return [
         GenerationSuite("rag", rag.TASKS,
                         "HELMET's retrieval-augmented generation: question + passages filling "
@@ -25,7 +30,7 @@ def helmet_suites(summ_wording: str = summ.WORDINGS[0]) -> list[GenerationSuite]
         GenerationSuite("longqa", longqa.TASKS,
                         "HELMET's long-document QA: NarrativeQA (judged), ∞Bench-style QA "
                         "(ROUGE-L F1) and multiple choice cut to the length"),
-        GenerationSuite("summ", summ.worded(summ_wording),
+        GenerationSuite("summ", summ.worded(summ_prompts),
                         "HELMET's summarisation (judged): ∞Bench Sum's L-Eval substitutes and "
                         "Multi-LexSum, the document cut to the length"),
     ]

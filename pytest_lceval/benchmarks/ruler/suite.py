@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ...run.generation_suite import GenerationSuite
 from . import tasks
 from .common import HELMET_RULER
+from .ruler_plugin import PLACEMENTS, placement, ruler_code
 
 
-def recall_suite(niah_placement: str = "depths", ruler: str = HELMET_RULER) -> GenerationSuite:
-    """A new suite object; ``niah_placement`` is ``--lceval-niah-placement``, ``ruler``
-    ``--lceval-ruler`` (ruler_plugin.py)."""
+def recall_suite(config: pytest.Config | None = None) -> GenerationSuite:
+    """A new suite object, its tasks as ``--lceval-niah-placement`` and ``--lceval-ruler`` say
+    (ruler_plugin.py; their defaults without ``config``)."""
+    niah_placement, ruler = ((placement(config), ruler_code(config)) if config is not None
+                             else (PLACEMENTS[0], HELMET_RULER))
     return GenerationSuite("recall", tasks.tasks(niah_placement, ruler),
                            "synthetic recall cells (HELMET's recall category, RULER generators), "
                            "task x length x depth")
