@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import site
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -44,8 +45,10 @@ def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 # Native modules that must not be initialised twice in one process. An in-process pytester
 # run drops every module it imported when it ends; torch imported again then frees the method
 # table of its first copy, and the next garbage collection crashes on it.
-LIBRARY_FOLDERS = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-"""Where installed libraries live (site-packages)."""
+LIBRARY_FOLDERS = tuple({*site.getsitepackages(), site.getusersitepackages(),
+                         sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+"""Where installed libraries live: site-packages, a virtual environment's and, when it sees them,
+the system's (CI's transformers 5.17 venv takes torch from the system's)."""
 
 
 def _installed_library(name: str) -> bool:
