@@ -45,9 +45,12 @@ SUITE_MARKER = "lceval"
 
 #: Feature plugins, loaded with this one: each adds its own options and hooks (grids, judges,
 #: session reports), so suites grow without touching this file's logic.
+#: A plugin module that builtin_suites imports (a family's options) comes before it: pytest
+#: rewrites a plugin's asserts only when it imports the module itself.
 pytest_plugins = [
     "pytest_lceval.models.builtin_backends",
     "pytest_lceval.benchmarks.ruler.ruler_plugin",
+    "pytest_lceval.benchmarks.helmet.summ_plugin",
     "pytest_lceval.builtin_suites",
     "pytest_lceval.verdicts.gates",
     "pytest_lceval.report.heatmaps",
@@ -64,7 +67,6 @@ pytest_plugins = [
     "pytest_lceval.run.startup",
     "pytest_lceval.report.run_progress",
     "pytest_lceval.benchmarks.helmet.cite_plugin",
-    "pytest_lceval.benchmarks.helmet.summ_plugin",
     "pytest_lceval.judge.judge_plugin",
 ]
 

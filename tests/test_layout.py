@@ -54,3 +54,44 @@ def test_the_rule_sees_a_crossing_however_it_is_written(source: str) -> None:
 
 def test_the_top_level_keeps_at_most_a_dozen_modules() -> None:
     assert len(list(PACKAGE.glob("*.py"))) <= 12
+
+
+def module_path(name: str) -> Path | None:
+    """The package's file of module ``name``; None for a name outside it (or an attribute)."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE.name:
+        return None
+    base = PACKAGE.parent.joinpath(*parts)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_within(path: Path) -> set[str]:
+    """Every module of the package that importing ``path`` imports, directly or not."""
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        for name in imported_modules(todo.pop()):
+            found = module_path(name)
+            if found is not None and name not in seen:
+                seen.add(name)
+                todo.append(found)
+    return seen
+
+
+def test_no_plugin_module_is_imported_before_pytest_loads_it() -> None:
+    """pytest rewrites a plugin module's asserts, and warns that it cannot (an error under
+    ``-W error::pytest.PytestWarning``), when something imported the module first: a plugin
+    of the list that an earlier one imports must come before it."""
+    from pytest_lceval.plugin import pytest_plugins
+
+    early = {}
+    for position, plugin in enumerate(pytest_plugins):
+        path = module_path(plugin)
+        assert path is not None, plugin
+        imported = imported_within(path)
+        early.update({later: plugin for later in pytest_plugins[position + 1:]
+                      if later in imported})
+    assert early == {}
