@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from ...results.cells import CellResult, Judgement
-from ...settings import Settings, bounded, option_value
+from ...settings import bounded, option_value
 from ..baseline.saved import SavedRun
 from .length import (
     RULER_THRESHOLD,
@@ -57,7 +57,7 @@ def _gate(text: object) -> str:
 
 
 @pytest.hookimpl
-def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
+def pytest_lceval_configure(config: pytest.Config) -> None:
     options = EffectiveOptions(
         option_value(config, "lceval_effective_threshold",
                      lambda v: bounded(float, v, 0.0, 1.0), RULER_THRESHOLD,
