@@ -16,8 +16,10 @@ from typing import Any, TypeVar
 
 import pytest
 
+from .models.model_args import OPTION as MODEL_ARGS, args_text, parse_model_args, window_from
 from .models.registry import ModelSpec
 from .models.serving import redact_url
+from .models.topk_rank import RANK_CHOICES
 from .run.data import DataSource
 from .run.grid import parse_depth, parse_length
 from .run.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
@@ -81,6 +83,13 @@ class Settings:
     """Tasks to keep (empty = every task of each suite)."""
     dtype: str = "auto"
     device: str = "auto"
+    model_args: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the model's config (--lceval-model-args, models/model_args.py), as given."""
+    window: int | None = None
+    """The context window cells are skipped by and effective length is set against
+    (--lceval-window); None = the model's own."""
+    rank: str = "top100"
+    """How a local backend ranks options (--lceval-rank; ``models.topk_rank.RANK_CHOICES``)."""
     batch_size: int = BATCH_SIZE_ON_CPU
     lookahead: int = 32
     """Cases measured together with the running cell's, from the cells selected after it, so
@@ -147,6 +156,17 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--model", dest="lceval_model", default=None,
                     help="model under test: smollm2 (default), gemma3-270m, hf:PATH_OR_ID, "
                          "hf:FILE.gguf, mock:NAME, openai:NAME, vllm:PATH_OR_ID")
+    group.addoption(MODEL_ARGS, dest="lceval_model_args", action="append", default=None,
+                    metavar="KEY=VALUE,...",
+                    help="override the model's config before it loads (hf:, vllm:, presets), "
+                         "e.g. 'rope_theta=500000' or 'rope_scaling={\"rope_type\":\"linear\","
+                         "\"factor\":2.0},max_position_embeddings=16384'; values are JSON, "
+                         "else text; checked against the model's config class; part of the "
+                         "model's fingerprint; repeatable")
+    group.addoption("--lceval-window", dest="lceval_window", default=None, metavar="TOKENS",
+                    help="the model's context window, instead of its config's (or a server's): "
+                         "longer cells are skipped, and effective length is set against it "
+                         "(binary k allowed: 16k)")
     group.addoption("--lceval-judge", dest="lceval_judge", default=None,
                     help="judge model for the judged tasks (long-document QA, summaries), any "
                          "--model spec: openai:gpt-4o (HELMET's), hf:PATH, smollm2...; "
@@ -191,6 +211,11 @@ def add_options(parser: pytest.Parser) -> None:
                     help="weights dtype for local backends: auto, float32, bfloat16, float16")
     group.addoption("--lceval-device", dest="lceval_device", default=None,
                     help="device for local backends: auto, cpu, cuda, cuda:N")
+    group.addoption("--lceval-rank", dest="lceval_rank", default=None,
+                    help="how a local backend (hf:) ranks Task Haystack's options: top100 "
+                         "(default, Lifelong-ICL's rule: an option outside the 100 most likely "
+                         "next tokens is unscored, none in them is no prediction) or full "
+                         "(every option from the whole vocabulary)")
     group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
                     help=f"requests per backend call (default {BATCH_SIZE_ON_CPU} for a model "
                          f"on this CPU, {BATCH_SIZE_ELSEWHERE} on a GPU or a server)")
@@ -221,6 +246,8 @@ def add_options(parser: pytest.Parser) -> None:
 
 _INI_KEYS = [
     ("lceval_model", "default --model", "string"),
+    ("lceval_model_args", "default --lceval-model-args, one KEY=VALUE per line", "linelist"),
+    ("lceval_window", "default --lceval-window", "string"),
     ("lceval_grid", "default --lceval-grid", "string"),
     ("lceval_lengths", "default --lengths", "string"),
     ("lceval_depths", "default --depths", "string"),
@@ -407,13 +434,16 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
     data = get("lceval_data", lambda v: _existing_dir(str(v)), None,
                "Point it at a folder holding pg_essays/, llicl/, ... or leave it unset to use "
                "the offline fixtures.", env=DATA_ENV)
-    out_root = get("lceval_out", lambda v: Path(str(v)), rootdir / "reports", "Give a folder path.")
-    store = get("lceval_store", lambda v: Path(str(v)), rootdir / ".lceval" / "store.sqlite",
+    out_root = get("lceval_out", _user_path, rootdir / "reports", "Give a folder path.")
+    store = get("lceval_store", _user_path, rootdir / ".lceval" / "store.sqlite",
                 "Give a file path.")
     batch_size = get("lceval_batch_size", lambda v: _positive_int(v, MAX_BATCH_SIZE),
                      auto_batch_size(model, device), "Give e.g. --lceval-batch-size 4.")
     lookahead = get("lceval_lookahead", _lookahead, None,
                     "Give a number of cases such as --lceval-lookahead 256, 0 or auto.")
+    model_args = get("lceval_model_args", lambda v: parse_model_args(list(v)), {},
+                     "Write KEY=VALUE items, e.g. --lceval-model-args rope_theta=500000.")
+    _check_model_args(model, model_args)
     return Settings(
         model=model,
         lengths=tuple(sorted(set(lengths))),
@@ -437,6 +467,9 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
                   "Give a comma list of task names."),
         dtype=get("lceval_dtype", _dtype_choice, "auto",
                   "Use auto, float32, bfloat16 or float16."),
+        model_args=model_args,
+        window=get("lceval_window", _length, None, "Give a number of tokens such as 16384 or 16k."),
+        rank=get("lceval_rank", _rank_choice, "top100", "Use top100 or full."),
         device=device,
         batch_size=batch_size,
         lookahead=auto_lookahead(batch_size, model, device) if lookahead is None else lookahead,
@@ -455,6 +488,36 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
         log_samples=get("lceval_log_samples", bool, False, "Write lceval_log_samples = true."),
         fetched_data=config.stash.get(FETCHED_DATA, None),
     )
+
+
+def _check_model_args(model: ModelSpec, model_args: dict[str, Any]) -> None:
+    """Config overrides need a model whose config this process reads (hf:, vllm:, a preset, or
+    another plugin's spec, whose backend gets them): one line for a mock or a served model."""
+    if not model_args or model.kind not in ("mock", "openai", "llamacpp"):
+        return
+    why = ("a served model's config is the server's: start it with the overrides (vLLM: "
+           "--hf-overrides) and give --lceval-window for the window it serves"
+           if model.served else "a mock model has no config")
+    raise pytest.UsageError(f"pytest-lceval: {MODEL_ARGS} {args_text(model_args)} with "
+                            f"--model={model}: {why}")
+
+
+def window_line(settings: Settings) -> str | None:
+    """The header's line on the model's variant and window, when the run chose either: where
+    the window cells are skipped by (and effective length is set against) comes from."""
+    if not settings.model_args and settings.window is None:
+        return None
+    variant = f"model args {args_text(settings.model_args)} ({MODEL_ARGS}); " \
+        if settings.model_args else ""
+    from_args = window_from(settings.model_args)
+    if settings.window is not None:
+        served = " (a served model's config cannot be read)" if settings.model.served else ""
+        window = f"window {settings.window} tokens from --lceval-window{served}"
+    elif from_args is not None:
+        window = f"window {from_args} tokens from max_position_embeddings in {MODEL_ARGS}"
+    else:
+        window = "window from the model's own config"
+    return f"lceval: {variant}{window}"
 
 
 def grid_profile(requested: str, model: ModelSpec, device: str) -> GridProfile:
@@ -490,15 +553,26 @@ def _grid_choice(text: Any) -> str:
     return str(text)
 
 
+def expand_user(text: Any) -> str:
+    """A path option's text with ``~`` expanded as a shell would have (one written
+    ``--lceval-out=~/x`` reaches pytest unexpanded): every path option reads through here. A
+    hub id or ``tiktoken:NAME`` given to the same option is left as it is."""
+    return os.path.expanduser(str(text))
+
+
+def _user_path(text: Any) -> Path:
+    return Path(expand_user(text))
+
+
 def _existing_dir(text: str) -> Path:
-    path = Path(text).expanduser()
+    path = _user_path(text)
     if not path.is_dir():
         raise ValueError(f"{path} is not a directory")
     return path.resolve()
 
 
 def _existing_path(text: Any) -> Path:
-    path = Path(str(text)).expanduser()
+    path = _user_path(text)
     if not path.exists():
         raise ValueError(f"{path} does not exist")
     return path.resolve()
@@ -524,6 +598,12 @@ def _chat_choice(text: str) -> str:
 def _stop_choice(text: str) -> str:
     if text not in STOP_CHOICES:
         raise ValueError(f"choose one of {', '.join(STOP_CHOICES)}")
+    return text
+
+
+def _rank_choice(text: str) -> str:
+    if text not in RANK_CHOICES:
+        raise ValueError(f"choose one of {', '.join(RANK_CHOICES)}")
     return text
 
 

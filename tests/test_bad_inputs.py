@@ -295,6 +295,8 @@ CASES = [
     Case("out-read-only", ("--lceval-out", "given/locked/reports"),
          ("--lceval-out", "cannot write in", "given/locked"), read_only("locked"),
          marks=(AS_ROOT,)),
+    Case("html-under-a-file", ("--html", "given/notes.txt/report.html"),
+         ("--html", "notes.txt is a file", "writable folder"), folder(("notes.txt", b"x"))),
     Case("store-under-a-file", ("--lceval-store", "given/notes.txt/store.sqlite"),
          ("--lceval-store", "notes.txt is a file"),
          folder(("notes.txt", b"x"))),

@@ -20,7 +20,7 @@ from ..run.data import DataError
 from ..run.grid import Cell
 from ..run.lookahead import selected_cells
 from ..run.suite import Suite, suites_of
-from ..settings import SETTINGS, Settings, bounded, flag, option_value
+from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value
 from ..store.database import Store
 from .helmet_prompts import HELMET, read_helmet_prompts
 from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgedTask, JudgePanel, JudgeSpec
@@ -80,7 +80,7 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
                           "Give a whole number >= 1."),
         "max_new_tokens": get("lceval_judge_max_tokens", _at_least_one, DEFAULT_MAX_NEW_TOKENS,
                               "Give a whole number of tokens such as 1024."),
-        "tokenizer": get("lceval_judge_tokenizer", str, None,
+        "tokenizer": get("lceval_judge_tokenizer", expand_user, None,
                          "Give a folder, an HF id or tiktoken:NAME."),
         "prefill": bool(config.getoption("lceval_judge_prefill")),
     }

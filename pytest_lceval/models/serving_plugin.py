@@ -16,7 +16,7 @@ import pytest
 
 from ..run import devices
 from ..run.workers import worker_count, worker_id
-from ..settings import SETTINGS, bounded, flag, lookup, option_value
+from ..settings import SETTINGS, bounded, expand_user, flag, lookup, option_value
 from .serving import (
     API_MODES,
     DEFAULT_CONCURRENCY,
@@ -106,7 +106,8 @@ def resolve_serving(config: pytest.Config) -> ServingOptions:
                     DEFAULT_TIMEOUT, "Give seconds > 0."),
         retries=get("lceval_retries", lambda v: bounded(int, v, 0, MAX_RETRIES),
                     DEFAULT_RETRIES, "Give a whole number >= 0."),
-        tokenizer=get("lceval_tokenizer", str, None, "Give a folder, an HF id or tiktoken:NAME."),
+        tokenizer=get("lceval_tokenizer", expand_user, None,
+                      "Give a folder, an HF id or tiktoken:NAME."),
         tensor_parallel=get("lceval_tensor_parallel", lambda v: bounded(int, v, 1), 1,
                             "Give a whole number >= 1."),
         pipeline_parallel=get("lceval_pipeline_parallel", lambda v: bounded(int, v, 1), 1,

@@ -17,6 +17,7 @@ cell with its one line, and the run goes on.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
@@ -28,6 +29,7 @@ from ..models.preflight import check_model
 from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable
 from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
+from ..results.sample_log import SAMPLES_DIR
 from ..settings import SETTINGS, lookup
 from ..store.database import StoreFull
 from .data import DataError
@@ -59,12 +61,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # are told where it is, and removed at the end if the run wrote nothing in it.
     config.stash[RUN_DIR], config.stash[MADE_FOLDERS] = claim_run_dir(
         config.stash[RUN_DIR], reuse=settings.run_name is not None)
-    if lookup(config, "lceval_model")[0] is None:
+    if settings.log_samples:  # a reused run folder may hold anything under that name
+        check_writable(config.stash[RUN_DIR] / SAMPLES_DIR, "--lceval-log-samples",
+                       "move it away or name another run folder with --lceval-run")
+    if lookup(config, "lceval_model")[0] is None and not settings.model_args:
         # The default model is checked when a cell first needs it: with the plugin installed,
         # every pytest run on the machine passes here, most of them running no lceval suite.
         return
     options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
-                          serving=serving_options(config))
+                          serving=serving_options(config), model_args=settings.model_args,
+                          window=settings.window)
     try:
         check_model(settings.model, options)
     except (ValueError, MissingDependencyError) as exc:
@@ -106,9 +112,20 @@ def release_run_dir(made: list[Path]) -> None:
             return
 
 
-def check_writable(folder: Path, option: str) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """tryfirst: pytest-html makes the folder of ``--html`` in its own configure, and below a
+    file fails there with an INTERNALERROR; checked before, as ``--lceval-out`` is."""
+    html_path = config.getoption("htmlpath", None)
+    if html_path and not hasattr(config, "workerinput"):
+        page = Path(os.path.expandvars(html_path)).expanduser().absolute()
+        check_writable(page.parent, "--html")
+
+
+def check_writable(folder: Path, option: str, fix: str | None = None) -> None:
     """The folder exists or can be made, and a file can be written in it: probed in the nearest
-    existing ancestor with a temporary file, so that the check creates nothing."""
+    existing ancestor with a temporary file, so that the check creates nothing. ``fix`` says
+    what to do (by default: point the option at a writable folder)."""
     existing = next(path for path in (folder, *folder.parents) if path.exists())
     problem = None
     if not existing.is_dir():
@@ -120,8 +137,8 @@ def check_writable(folder: Path, option: str) -> None:
         except OSError as exc:
             problem = f"cannot write in {existing} ({exc.strerror or exc})"
     if problem:
-        raise pytest.UsageError(f"pytest-lceval: {option}: {folder} cannot be written: {problem}. "
-                                f"Point {option} at a writable folder")
+        raise pytest.UsageError(f"pytest-lceval: {option}: {folder} cannot be written: {problem}; "
+                                f"{fix or f'point {option} at a writable folder'}")
 
 
 @pytest.hookimpl(wrapper=True)
