@@ -20,14 +20,19 @@ from pytest_lceval.benchmarks.longbench100.longscore.base import (
 )
 from pytest_lceval.benchmarks.longbench100.longscore.config import LongScoreSettings
 from pytest_lceval.benchmarks.longbench100.longscore.criterion import UNDEFINED
-from pytest_lceval.benchmarks.longbench100.longscore.summary import overall, task_rows
+from pytest_lceval.benchmarks.longbench100.longscore.summary import (
+    longscore_figure,
+    overall,
+    task_rows,
+)
+from pytest_lceval.results import cells as run_cells
 from pytest_lceval.results.cells import CellResult, Judgement
 from pytest_lceval.run.generation_suite import LENGTH_SWEEP
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.settings import Settings
 from pytest_lceval.store.database import Store
 from pytest_lceval.verdicts.criteria import Assessment
-from pytest_lceval.verdicts.stats import longscore, longscore_ci, stratified_mean
+from pytest_lceval.verdicts.stats import longscore, longscore_ci, mean_ci, stratified_mean
 from pytest_lceval.verdicts.threshold import ThresholdCriterion
 
 # Base lengths 1k and 2k (N/3 = 1 case each per depth), long lengths 3k and 4k. (mock:grep
@@ -79,13 +84,25 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible() -> None:
     assert wide[1] - wide[0] > high - low  # fewer cases, wider interval
 
 
-def test_bootstrap_of_constant_scores_is_a_point() -> None:
-    assert longscore_ci([1.0] * 5, [[1.0] * 2] * 3, 0.05) == (0.0, 0.0)
+def test_an_all_wrong_long_cell_keeps_its_own_uncertainty() -> None:
+    """Five wrong answers against a base of 2/3: LC is -100 %, but the cell's own interval
+    reaches 0.43 (Wilson), so LC's must reach well above -100 % (a case bootstrap gave
+    -100..-100); and it carries the base's uncertainty too: a larger base narrows it."""
+    mean, _, score_high = mean_ci([0.0] * 5)
+    assert (mean, round(score_high, 3)) == (0.0, 0.434)
+    low, high = longscore_ci([0.0] * 5, [[1, 1, 0], [1, 0, 1], [0, 1, 1]], 0.05, seed=1)
+    assert low == pytest.approx(-100.0, abs=0.5) and -75.0 < high < -25.0
+    more_base = longscore_ci([0.0] * 5, [[1, 1, 0] * 10, [1, 0, 1] * 10, [0, 1, 1] * 10],
+                             0.05, seed=1)
+    assert more_base[1] < high
+    graded = longscore_ci([0.5, 0.25, 0.75], [[0.5, 0.5, 0.75]], 0.05, seed=1)
+    assert graded[0] < 100 * (0.5 - 0.583) / 0.583 < graded[1]
 
 
 def test_bootstrap_never_divides_by_a_zero_base() -> None:
     with np.errstate(all="raise"):
-        assert all(math.isnan(x) for x in longscore_ci([1.0, 0.0], [[0.0, 0.0]], 0.05))
+        # no replicate of a base measured at 0 of 2 reaches a floor of 1: nothing to divide by
+        assert all(math.isnan(x) for x in longscore_ci([1.0, 0.0], [[0.0, 0.0]], 1.0))
         low, high = longscore_ci([1.0, 0.0], [[0.0, 1.0, 0.0]], 0.0)
     assert math.isfinite(low) and math.isfinite(high)  # replicates with base 0 left out
 
@@ -235,6 +252,34 @@ def test_long_cells_fail_on_longscore_not_on_the_default_threshold(
         table = {row["task"]: row for row in csv.DictReader(handle)}
     assert table["toy"]["lc_3k"] == "0.00" and table["toy"]["base_ability"] == "66.67"
     assert (suite.path / "reports" / "m" / "longscore-toy.png").stat().st_size > 1000
+
+
+CLIFF = ["--lengths", "1k,2k,3k,4k", "--depths", "50", "--samples", "5",
+         "--longscore-base-lengths", "1k,2k", "--longscore-min", "-20", "-p", "no:randomly"]
+"""One depth, so each long length has one cell and its interval bar; with
+mock:grep?cliff=2200&after=F the base lengths are right and past 2200 tokens a share F is."""
+
+
+def test_an_all_wrong_long_cell_has_an_interval_and_the_figure_shows_every_bar(
+        suite: pytest.Pytester) -> None:
+    suite.runpytest("--model", "mock:grep?cliff=2200&after=0", *CLIFF, "--lceval-run", "zero"
+                    ).assert_outcomes(passed=2, failed=2)
+    rows = {r["length"]: r["metrics"] for r in read_results(suite, "zero")}
+    assert rows[3072]["longscore"] == -100.0
+    assert rows[3072]["longscore_ci_low"] == pytest.approx(-100.0, abs=0.5)
+    assert rows[3072]["longscore_ci_high"] > -75.0  # N=5 wrong: the cell's Wilson high is 0.43
+    # 3k and 4k score 0.2 and 0.6: LC -80 % and -40 %, bars reaching below -95 % and above 0
+    suite.runpytest("--model", "mock:grep?cliff=2200&after=0.5", *CLIFF, "--lceval-run", "half"
+                    ).assert_outcomes(passed=2, failed=2)
+    results = run_cells.read_results(suite.path / "reports" / "half")
+    bars = [(r.metrics["longscore_ci_low"], r.metrics["longscore_ci_high"]) for r in results
+            if r.metrics.get("longscore") is not None]
+    assert len(bars) == 2 and min(low for low, _ in bars) < -95.0
+    figure = longscore_figure("toy", "m", task_rows(results)["toy"], -20.0)
+    [axes] = [a for a in figure.axes if a.get_visible()]
+    low, high = axes.get_ylim()
+    assert all(low < bar_low and bar_high < high for bar_low, bar_high in bars)
+    figure.clf()
 
 
 def test_an_explicit_threshold_still_judges_long_cells(suite: pytest.Pytester) -> None:

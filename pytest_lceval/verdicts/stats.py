@@ -239,16 +239,22 @@ class SignFlip:
 
     def __init__(self, differences: np.ndarray) -> None:
         self.differences = differences
-        self.signs, self._sign_sums, self.exact = _sign_patterns(len(differences))
-        self._flipped = self.signs @ differences  # [patterns]
+        n = len(differences)
+        self.exact = n <= EXACT_SIGNS
+        if self.exact:
+            signs, self._sign_sums = _exact_signs(n)
+            self._flipped = signs @ differences  # [patterns]
+        else:
+            self._flipped, self._sign_sums = _drawn_sign_sums(differences)
+        self.patterns = len(self._flipped)
 
     def p(self, shift: float) -> float:
         observed = abs(float(self.differences.sum()) - shift * len(self.differences))
         null = np.abs(self._flipped - shift * self._sign_sums)
         hits = int(np.sum(null >= observed - 1e-9 * max(1.0, observed)))
         if self.exact:
-            return min(1.0, hits / len(self.signs))
-        return min(1.0, (1 + hits) / (1 + len(self.signs)))
+            return min(1.0, hits / self.patterns)
+        return min(1.0, (1 + hits) / (1 + self.patterns))
 
 
 def inverted_sign_flip(test: SignFlip, alpha: float = ALPHA,
@@ -280,16 +286,31 @@ def inverted_sign_flip(test: SignFlip, alpha: float = ALPHA,
     return bound(mean, 0.0), outer(mean, high)
 
 
-@lru_cache(maxsize=64)
-def _sign_patterns(n: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """([patterns, n] of +-1, their row sums [patterns], whether they are all 2^n of them)."""
-    if n <= EXACT_SIGNS:
-        codes = np.arange(2**n)[:, None] >> np.arange(n)[None, :]  # [2^n, n]
-        signs, exact = np.where(codes & 1, 1.0, -1.0), True
-    else:
-        rng = np.random.default_rng(n)
-        signs, exact = rng.choice(np.array([-1.0, 1.0]), size=(MONTE_CARLO_SIGNS, n)), False
-    return signs, signs.sum(axis=1), exact
+@lru_cache(maxsize=EXACT_SIGNS + 1)
+def _exact_signs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every sign pattern of n cases ([2^n, n] of +-1) and their row sums [2^n]."""
+    codes = np.arange(2**n)[:, None] >> np.arange(n)[None, :]  # [2^n, n]
+    signs = np.where(codes & 1, 1.0, -1.0)
+    return signs, signs.sum(axis=1)
+
+
+SIGN_ROWS = 1000
+"""Drawn sign patterns made at once: a pooled task or suite pairs thousands of cases, and all
+MONTE_CARLO_SIGNS patterns of them at once would take hundreds of MB."""
+
+
+def _drawn_sign_sums(differences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(flipped sums [patterns], sign sums [patterns]) over MONTE_CARLO_SIGNS patterns drawn
+    with seed n, SIGN_ROWS at a time (the same patterns as drawing them all at once)."""
+    n = len(differences)
+    rng = np.random.default_rng(n)
+    flipped, sign_sums = [], []
+    for start in range(0, MONTE_CARLO_SIGNS, SIGN_ROWS):
+        rows = min(SIGN_ROWS, MONTE_CARLO_SIGNS - start)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(rows, n))  # [rows, n]
+        flipped.append(signs @ differences)
+        sign_sums.append(signs.sum(axis=1))
+    return np.concatenate(flipped), np.concatenate(sign_sums)
 
 
 def fewest_decisive(alpha: float = ALPHA) -> int:
@@ -320,6 +341,63 @@ def minimum_detectable_drop(sd: float, n: int, alpha: float = ALPHA,
     return float(max(spread, fewest / n))
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the family's error rate stays at
+    alpha when each is compared with alpha. A NaN p (nothing to test) counts as 1."""
+    order = sorted(range(len(p_values)), key=lambda i: _finite_p(p_values[i]))
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * _finite_p(p_values[index])))
+        adjusted[index] = running
+    return adjusted
+
+
+def _finite_p(p_value: float) -> float:
+    return 1.0 if math.isnan(p_value) else p_value
+
+
+# -- detectable before the run: what the plan line promises -----------------------------------
+#
+# Before any cell runs only the baseline is known, not how this run's scores will pair with it.
+# The drop d that the paired test detects with POWER at two-sided alpha is taken from the normal
+# approximation with a deliberately pessimistic spread of the differences: sd^2 = 2 v + d (1 - d),
+# v the variance of the baseline's per-case scores (a rerun as variable as the baseline and
+# uncorrelated with it, plus the spread of a 0/1 drop of d). It is never below the drop at which
+# a Poisson count of cases that got worse (mean n d) reaches the exact tests' fewest decisive
+# cases with POWER, their granularity when nothing else varies.
+
+
+def planned_power(variance: float, n: int, drop: float, alpha: float = ALPHA) -> float:
+    """The power promised for a drop of ``drop`` over ``n`` paired cases whose baseline
+    scores vary by ``variance`` (see the section comment); 0 below the fewest decisive
+    cases."""
+    fewest = fewest_decisive(alpha)
+    if n < fewest or drop <= 0:
+        return 0.0
+    normal = NormalDist()
+    spread = math.sqrt(2 * variance + drop * (1 - drop))
+    by_spread = normal.cdf(drop * math.sqrt(n) / spread - normal.inv_cdf(1 - alpha / 2)) \
+        if spread > 0 else 1.0
+    by_count = float(stats.poisson.sf(fewest - 1, n * drop))
+    return min(by_spread, by_count)
+
+
+def planned_detectable_drop(variance: float, n: int, alpha: float = ALPHA,
+                            power: float = POWER) -> float:
+    """The smallest drop detected with ``power`` (``planned_power`` reaches it); inf when n
+    is below the fewest decisive cases."""
+    fewest = fewest_decisive(alpha)
+    if n < fewest:
+        return math.inf
+    normal = NormalDist()
+    z2 = (normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(power)) ** 2
+    scale = n + z2  # d^2 n = z^2 (2 v + d (1 - d)), solved for d
+    spread = (z2 + math.sqrt(z2 * z2 + 8 * z2 * variance * scale)) / (2 * scale)
+    by_count = float(stats.gamma.ppf(power, fewest)) / n  # P(Poisson(n d) >= fewest) = power
+    return max(spread, by_count)
+
+
 # -- LongScore (100-LongBench): relative change against the base ability ----------------------
 
 LONGSCORE_RESAMPLES = 2000
@@ -344,17 +422,23 @@ def stratified_mean(strata: Sequence[Sequence[float]]) -> float:
 def longscore_ci(scores: Sequence[float], base_strata: Sequence[Sequence[float]], floor: float,
                  level: float = 0.95, resamples: int = LONGSCORE_RESAMPLES,
                  seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of LC (percent) carrying the uncertainty of both S_l and
-    Base: the long cell's cases and each base stratum's cases are resampled independently (they
-    are different cases, so there is nothing to pair). Replicates whose base falls below
-    ``floor`` have no LC and are left out. (NaN, NaN) when no replicate is defined.
+    """Percentile interval of LC (percent) carrying the uncertainty of both S_l and Base:
+    replicate means of the long cell and of each base stratum are drawn independently (they are
+    different cases, so there is nothing to pair) and LC is computed per replicate. Replicates
+    whose base falls below ``floor`` have no LC and are left out. (NaN, NaN) when no replicate
+    is defined.
+
+    How a set of scores is redrawn (``_replicate_means``): 0/1 scores from the Jeffreys
+    posterior of their rate, graded scores by resampling their cases. Resampling 0/1 cases
+    cannot move a cell whose cases all agree: five zeros give 0 in every replicate, so an LC
+    of -100 % read as certain (a point interval) where the cell's own interval reaches 0.43.
     """
     rng = np.random.default_rng(seed)
     filled = [s for s in base_strata if len(s)]
     if not len(scores) or not filled:
         return math.nan, math.nan
-    long_means = _resampled_means(rng, scores, resamples)
-    base_means = np.mean([_resampled_means(rng, s, resamples) for s in filled], axis=0)
+    long_means = _replicate_means(rng, scores, resamples)
+    base_means = np.mean([_replicate_means(rng, s, resamples) for s in filled], axis=0)
     defined = (base_means > 0.0) & (base_means >= floor)
     if not defined.any():
         return math.nan, math.nan
@@ -364,9 +448,18 @@ def longscore_ci(scores: Sequence[float], base_strata: Sequence[Sequence[float]]
     return float(low), float(high)
 
 
-def _resampled_means(rng: np.random.Generator, scores: Sequence[float],
+def _replicate_means(rng: np.random.Generator, scores: Sequence[float],
                      resamples: int) -> np.ndarray:
-    """``resamples`` bootstrap means of non-empty ``scores`` (shape: [resamples])."""
+    """``resamples`` draws of the mean of non-empty ``scores`` (shape: [resamples]).
+
+    0/1 scores (k of n right): Beta(k + 1/2, n - k + 1/2), the Jeffreys posterior, whose
+    central 95 % is a binomial interval of the same family as the Wilson interval a cell
+    reports (``mean_ci``); it stays wide where k is 0 or n, as a bootstrap of the cases does
+    not. Graded scores: the means of cases resampled with replacement (percentile bootstrap).
+    """
     values = np.asarray(scores, dtype=float)
+    if np.all((values == 0.0) | (values == 1.0)):
+        right = float(values.sum())
+        return rng.beta(right + 0.5, len(values) - right + 0.5, size=resamples)
     picks = rng.integers(0, len(values), size=(resamples, len(values)))  # [resamples, n]
     return values[picks].mean(axis=1)

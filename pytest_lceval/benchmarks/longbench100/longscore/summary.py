@@ -240,7 +240,8 @@ def longscore_figure(suite: str, model: str, rows: list[TaskRow], minimum: float
     lines = -(-len(shown) // columns)
     figure, grid = plt.subplots(lines, columns, figsize=(0.6 + 2.6 * columns, 1.0 + 2.1 * lines),
                                 sharey=True, squeeze=False, layout="constrained")
-    low, high = _limits(values, minimum)
+    bars = [bound for row in shown for n in row.long_cells for bound in _bar(row, n) or ()]
+    low, high = _limits([*values, *bars], minimum)
     for axes, row in zip(grid.flat, shown, strict=False):
         _panel(axes, row, lengths, minimum, (low, high))
     for axes in list(grid.flat)[len(shown):]:
@@ -298,18 +299,25 @@ def _panel(axes: Any, row: TaskRow, lengths: list[int], minimum: float | None,
     axes.plot([positions[n] for n, _ in points], [lc for _, lc in points], marker="o",
               color="#1f77b4", linewidth=1.4, markersize=4)
     for n in row.long_cells:
-        cells = row.long_cells[n]
-        if len(cells) == 1:
-            ci = (cells[0].metrics.get("longscore_ci_low"),
-                  cells[0].metrics.get("longscore_ci_high"))
-            if None not in ci:
-                axes.vlines(positions[n], *ci, color="#1f77b4", alpha=0.5, linewidth=2)
-        else:
+        bar = _bar(row, n)
+        if bar is not None:
+            axes.vlines(positions[n], *bar, color="#1f77b4", alpha=0.5, linewidth=2)
+        elif len(row.long_cells[n]) > 1:
             lcs = _cell_lcs(row, n)
             axes.scatter([positions[n]] * len(lcs), lcs, color="#1f77b4", alpha=0.35, s=10)
     if minimum is not None and any(lc < minimum for n in row.long_cells
                                    for lc in _cell_lcs(row, n)):
         axes.set_facecolor("#fdecea")
+
+
+def _bar(row: TaskRow, length: int) -> tuple[float, float] | None:
+    """The interval bar drawn at a length with one cell (a task without depth), when it has
+    one; the shared axis spans these too, so no bar is cut off."""
+    cells = row.long_cells[length]
+    if len(cells) != 1:
+        return None
+    low, high = cells[0].metrics.get("longscore_ci_low"), cells[0].metrics.get("longscore_ci_high")
+    return None if low is None or high is None else (float(low), float(high))
 
 
 def _cell_lcs(row: TaskRow, length: int) -> list[float]:
@@ -318,7 +326,8 @@ def _cell_lcs(row: TaskRow, length: int) -> list[float]:
 
 
 def _limits(values: list[float], minimum: float | None) -> tuple[float, float]:
-    """The shared LC axis: the values, 0 and the bound, with a margin."""
+    """The shared LC axis: the values (LC points and interval bars), 0 and the bound, with a
+    margin."""
     span = [*values, 0.0, *([] if minimum is None else [minimum])]
     low, high = min(span), max(span)
     margin = max(5.0, 0.08 * (high - low))
@@ -357,12 +366,12 @@ def write_summaries(run_dir: Path, results: list[CellResult], base_lengths: str,
 def _lc_cell(row: TaskRow, length: int) -> str:
     if length not in row.long_cells:
         return "n/a"
-    lc, cells = row.lc_at(length), row.long_cells[length]
+    lc = row.lc_at(length)
     if lc is None:
         return "undefined"
-    low, high = cells[0].metrics.get("longscore_ci_low"), cells[0].metrics.get("longscore_ci_high")
-    if len(cells) == 1 and low is not None and high is not None:
-        return f"{_num(lc)} [{_num(low)}, {_num(high)}]"
+    bar = _bar(row, length)
+    if bar is not None:
+        return f"{_num(lc)} [{_num(bar[0])}, {_num(bar[1])}]"
     worst = row.worst_at(length)
     if worst is not None and worst.depth is not None:
         return f"{_num(lc)} ({format_depth(worst.depth)}%: {_num(worst.metrics['longscore'])})"
