@@ -213,7 +213,8 @@ def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
 
 def _load(config: pytest.Config, settings: Settings, serving: ServingOptions) -> Backend:
     return make_backend(config, settings.model, LoadOptions(
-        settings.chat_template, settings.dtype, settings.device, serving=serving))
+        settings.chat_template, settings.dtype, settings.device, serving=serving,
+        rank=settings.rank))
 
 
 @pytest.fixture(scope="session")

@@ -108,8 +108,9 @@ def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture
 def load(tiny_dirs: dict[str, Path]) -> Callable[..., HFBackend]:
     def _load(name: str = "llama", chat_template: str = "auto",
-              dtype: str = "auto") -> HFBackend:
-        return load_hf(str(tiny_dirs[name]), LoadOptions(chat_template=chat_template, dtype=dtype))
+              dtype: str = "auto", rank: str = "top100") -> HFBackend:
+        return load_hf(str(tiny_dirs[name]), LoadOptions(chat_template=chat_template, dtype=dtype,
+                                                         rank=rank))
     return _load
 
 
@@ -285,7 +286,7 @@ def test_rank_with_prefix_reuse_equals_scoring_each_prompt_whole(
     monkeypatch.setattr(hf, "PACK_TOKENS", pack_tokens)
     monkeypatch.setattr(hf, "RANK_ROWS", rank_rows)
     monkeypatch.setattr(hf, "PREFILL_CHUNK", 5)  # Gemma's prefixes are computed in chunks
-    backend = load(name, chat_template="off")
+    backend = load(name, chat_template="off", rank="full")  # every option scored exactly
     assert backend._packable == (name == "llama")
     requests = [RankRequest(PREFIX, suffix, OPTIONS) for suffix in
                 ("", " Really?\nAnswer:", " It rained on the fields for weeks.\nAnswer:")]
@@ -330,12 +331,36 @@ def test_suffixes_are_packed_only_where_a_custom_mask_is_honoured(
 
 def test_rank_scores_the_option_token_that_follows_the_prompt(
         load: Callable[..., HFBackend]) -> None:
-    backend = load(chat_template="off")
+    backend = load(chat_template="off", rank="full")
     ranking = backend.rank([RankRequest("", "Answer:", ("yes", "no"))])[0]
     reference = _raw_logprobs(backend, backend.prompt_ids("Answer:"))
     space_yes, space_no = (backend.text.encode(" " + word)[0] for word in ("yes", "no"))
     assert ranking.logprobs == pytest.approx(
         (float(reference[space_yes]), float(reference[space_no])), abs=1e-4)
+
+
+def test_rank_reads_the_top_100_by_default_and_every_option_under_full(
+        load: Callable[..., HFBackend]) -> None:
+    """By default an option outside the 100 most likely next tokens is unscored and none in
+    them is no prediction (Lifelong-ICL's vLLM rule), method recorded; ``--lceval-rank full``
+    scores every option and keys its answers apart (the fingerprint)."""
+    top100, full = load(chat_template="off"), load(chat_template="off", rank="full")
+    assert top100.fingerprint != full.fingerprint
+    reference = _raw_logprobs(top100, top100.prompt_ids("Answer:"))
+    ranked = reference.argsort(descending=True).tolist()
+    inside, outside = ranked[3], ranked[150]
+    words = [top100.text.decode([token]).strip() for token in (inside, outside)]
+    options = tuple(word for word in words if word)
+    request = RankRequest("", "Answer:", options)
+    targets = top100.text.option_ids("Answer:", options)
+    kept = [t in ranked[:100] for t in targets]
+    assert kept == [True, False]  # one option inside the top 100, one outside
+    ranking, exact = top100.rank([request])[0], full.rank([request])[0]
+    assert [value is not None for value in ranking.logprobs] == kept
+    assert ranking.method == ("logprobs" if all(kept) else "logprobs-bound")
+    assert exact.method == "full-vocabulary" and None not in exact.logprobs
+    assert exact.logprobs == pytest.approx([float(reference[t]) for t in targets], abs=1e-4)
+    assert (ranking.choice is None) == (not any(kept))
 
 
 def test_options_sharing_a_first_token_are_refused(load: Callable[..., HFBackend]) -> None:

@@ -54,6 +54,7 @@ from .batch_memory import BatchMemory, RowCost
 from .hf_text import HFText, suffix_ids
 from .options import LoadOptions
 from .serving import DEFAULT_GPU_MEMORY
+from .topk_rank import FULL_VOCABULARY, REFERENCE_TOP_K, rank_from_top
 from .weights import weights_identity
 
 RANK_ROWS = 16
@@ -128,6 +129,7 @@ class HFBackend(BaseBackend):
         self._last_prefix: _PrefixState | None = None
         self.prefill_chunk: int | None = PREFILL_CHUNK if _has_sliding_layers(config) else None
         """Prompt tokens per prefill step; None prefills the prompt in one forward pass."""
+        self.rank_top_k = rank_top_k(options)
 
     @cached_property
     def model(self) -> Any:
@@ -173,6 +175,8 @@ class HFBackend(BaseBackend):
             "dtype": str(self.checkpoint.dtype),
             "decoding": "greedy",
             **({"prefill_chunk": self.prefill_chunk} if self.prefill_chunk else {}),
+            # the default rule is part of RANK_RULES; the other keys its own stored rankings
+            **({"rank": FULL_VOCABULARY} if self.rank_top_k is None else {}),
         }
 
     @property
@@ -265,7 +269,7 @@ class HFBackend(BaseBackend):
         logits = self._next_logits(self._prefix_state(prefix_ids), suffix_tokens)
         seconds = clock.per(len(requests))
         return [_ranking(logits[row], targets[row], len(prefix_ids) + len(suffix_tokens[row]),
-                         seconds) for row in range(len(requests))]
+                         seconds, self.rank_top_k) for row in range(len(requests))]
 
     @torch.inference_mode()
     def _prefix_state(self, ids: list[int]) -> _PrefixState:
@@ -396,12 +400,25 @@ def _has_sliding_layers(config: Any) -> bool:
                 and getattr(config, "use_sliding_window", True))
 
 
+def rank_top_k(options: LoadOptions) -> int | None:
+    """How many most likely next tokens rank reads: the reference's 100; None, every option
+    from the whole vocabulary (--lceval-rank full)."""
+    return None if options.rank == "full" else REFERENCE_TOP_K
+
+
 def _ranking(logits: torch.Tensor, targets: list[int], prompt_tokens: int,
-             seconds: float) -> Ranking:
+             seconds: float, top_k: int | None) -> Ranking:
+    """The options' first-token log-probabilities: from the ``top_k`` most likely tokens, as
+    the reference's vLLM call returns them (``topk_rank.rank_from_top``: an option outside them
+    unscored, none in them no prediction), or every option exactly when ``top_k`` is None."""
     logprobs = torch.log_softmax(logits.float(), dim=-1)
+    if top_k is not None:
+        values, ids = torch.topk(logprobs, min(top_k, logprobs.numel()))
+        return rank_from_top(dict(zip(ids.tolist(), values.tolist(), strict=True)),
+                             [[target] for target in targets], prompt_tokens, seconds)
     top = int(torch.argmax(logprobs))
     return Ranking(tuple(float(logprobs[t]) for t in targets), top in targets, prompt_tokens,
-                   seconds)
+                   seconds, FULL_VOCABULARY)
 
 
 def _group_by_prefix(requests: Sequence[RankRequest]) -> dict[str, list[int]]:

@@ -20,6 +20,9 @@ class LoadOptions:
     """Where converted weights are cached (presets convert GGUF to a plain HF folder once)."""
     serving: ServingOptions = ServingOptions()
     """Options of the serving backends (openai:, vllm:): endpoint, API mode, concurrency..."""
+    rank: str = "top100"
+    """How a local backend ranks (``topk_rank.RANK_CHOICES``): the reference's top 100, or
+    ``full`` (every option from the whole vocabulary)."""
 
 
 class UnknownModelError(ValueError):

@@ -24,6 +24,16 @@ from .base import Tokenizer
 LOGPROBS = "logprobs"
 BOUNDED = "logprobs-bound"
 GENERATE_MATCH = "generate-match"
+FULL_VOCABULARY = "full-vocabulary"
+"""Method of a local backend that scored every option from the whole next-token distribution
+(``--lceval-rank full``): no option is ever left unscored."""
+REFERENCE_TOP_K = 100
+"""Lifelong-ICL ranks with vLLM's 100 most likely next tokens (``model/vllm.py``:
+``logprobs=100``); a local backend reads the same top 100 from its logits by default."""
+RANK_CHOICES = ("top100", "full")
+"""--lceval-rank: how a local backend (hf:) ranks: ``top100``, the reference's rule (an option
+outside the top 100 unscored, none in it no prediction), or ``full``, every option from the
+whole vocabulary (exact, but decides otherwise where the reference finds no prediction)."""
 NO_PREDICTION = "(no prediction)"
 """What reports show for a case whose Ranking has no choice."""
 K = TypeVar("K", bound=Hashable)

@@ -52,11 +52,13 @@ class GenerateRequest:
         return stable_hash({"kind": "generate", **asdict(self)})
 
 
-RANK_RULES = 2
+RANK_RULES = 3
 """Part of every rank request's store key: bump when how backends read or score a rank request
 changes, so no stored answer made under the old rules is reused. 2: the suffix is tokenised in
 the prefix's context (hf_text.suffix_ids), and an option outside a server's top k is unscored
-(no prediction when none is in it) instead of sharing a floor score."""
+(no prediction when none is in it) instead of sharing a floor score. 3: the HF backend reads
+the top 100 as the reference's vLLM call does (its full-vocabulary ranking, --lceval-rank full,
+is keyed by the backend's identity)."""
 
 
 @dataclass(frozen=True)

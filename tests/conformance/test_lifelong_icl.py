@@ -483,6 +483,50 @@ def test_rank_decision_of_vllm_is_the_references(ref: SimpleNamespace, conforman
     conformance.record(CATEGORY, "outputs", compared, identical)
 
 
+def hf_rank_agreement(ref: SimpleNamespace, cases: int = 400) -> tuple[int, int]:
+    """(compared, identical): the HF backend's decision from a whole next-token distribution
+    (``hf._ranking`` with the top-k its default options give) against the reference's
+    ``vLLM.rank_postprocess`` on the 100 most likely tokens of the same logits, which is what
+    vLLM returns it (``logprobs=100``). The test draws the logits only: where the options fall
+    (inside, outside or across the 100th place) the two decide for themselves."""
+    import torch
+
+    from pytest_lceval.models import hf
+    from pytest_lceval.models.options import LoadOptions
+
+    rng = random.Random(31)
+    generator = torch.Generator().manual_seed(31)
+    model = ref.vllm.vLLM.__new__(ref.vllm.vLLM)
+    compared = identical = 0
+    for _ in range(cases):
+        logits = torch.randn(4096, generator=generator) * 3
+        ids = rng.sample(range(4096), rng.randint(2, 8))
+        for token in rng.sample(ids, rng.randint(0, len(ids))):
+            logits[token] += rng.choice([4.0, 6.0, 9.0])  # some options near or in the top 100
+        logprobs = torch.log_softmax(logits, dim=-1)
+        values, top = torch.topk(logprobs, 100)
+        output = SimpleNamespace(outputs=[SimpleNamespace(text="", logprobs=[{
+            int(t): SimpleNamespace(logprob=float(v)) for t, v in zip(top, values, strict=True)}])])
+        options = [f"label{i}" for i in range(len(ids))]
+        expected = model.rank_postprocess([output], {o: [i] for o, i in zip(options, ids,
+                                                                             strict=True)})
+        ranking = hf._ranking(logits, ids, 0, 0.0, hf.rank_top_k(LoadOptions()))
+        chosen = "NO_PREDICTION" if ranking.choice is None else options[ranking.choice]
+        compared, identical = compared + 1, identical + (chosen == expected[0]["prediction"])
+    return compared, identical
+
+
+def test_rank_decision_of_the_hf_backend_is_the_references(ref: SimpleNamespace,
+                                                            conformance: Any) -> None:
+    """A local model ranks as the reference's vLLM does by default: the decision (an option,
+    or no prediction) from the same logits, on 400 distributions that put options inside,
+    outside and across the 100th place (``--lceval-rank full`` would decide 'an option' where
+    the reference finds none)."""
+    compared, identical = hf_rank_agreement(ref)
+    assert identical == compared
+    conformance.record(CATEGORY, "outputs", compared, identical)
+
+
 def test_rank_decision_of_openai_is_the_references(ref: SimpleNamespace, smollm2: Any,
                                                    conformance: Any) -> None:
     """``OpenAI.rank_postprocess`` (the top-20 token texts; each option is looked for as its
