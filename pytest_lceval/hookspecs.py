@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .verdicts.criteria import Criterion
 
 
+    from .verdicts.verdict import RunVerdict
 @pytest.hookspec
 def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     """The run's settings, resolved once (frozen) and in ``config.stash[SETTINGS]``: a plugin
@@ -49,8 +50,19 @@ def pytest_lceval_judge(result: CellResult) -> Judgement | None:
 def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
                                 results: list[CellResult]) -> list[Judgement] | None:
     """Suite-level verdicts (a release gate on a suite's pass rate or mean LongScore), on the
-    controller after every cell ran. A failed one fails the run (exit status 1) and is listed in
-    summary.md."""
+    controller after every cell ran, for every suite the session knows: ``results`` is empty
+    for a suite without cells in this run. Each judgement is one gate of the run's verdict
+    (``verdicts/verdict.py``): give it a ``rule`` in words, and ``applied=False`` when the gate
+    was asked for but had nothing to judge (it then fails only if the option named the
+    suite); return None for a gate not asked for. A failed one fails the run (exit status 1),
+    its JUnit test case and its badge."""
+
+
+@pytest.hookspec
+def pytest_lceval_plan(config: pytest.Config, plan: dict[str, PlannedCell]) -> list[str] | None:
+    """Lines printed after the plan line, before the first cell, by the process that prints it
+    (a comparison's detectable drops at this plan's N); a ``pytest.UsageError`` raised here
+    stops the run before any cell (exit 4). ``plan``: the cells that will run, by nodeid."""
 
 
 @pytest.hookspec(firstresult=True)
@@ -83,6 +95,7 @@ def pytest_lceval_report_artifacts() -> list[tuple[str, str, str | None]] | None
 @pytest.hookspec
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult],
-                                 suite_verdicts: dict[str, list[Judgement]]) -> None:
+                                 suite_verdicts: dict[str, list[Judgement]],
+                                 verdict: RunVerdict) -> None:
     """Write session-end reports. Called once, on the controller, after results are merged and
-    suite verdicts given."""
+    the run's verdict decided: a report renders ``verdict``, never judges the run itself."""

@@ -13,6 +13,7 @@ import pytest
 
 from . import hookspecs
 from .models.base import Backend
+from .models.model_args import args_text
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.scoring import StoredScoring
 from .models.serving import ServingOptions
@@ -21,10 +22,10 @@ from .results.cells import (
     RUN_DIR,
     SUITE_VERDICTS,
     CellResult,
-    Judgement,
     read_results,
     write_merged,
 )
+from .results.records import stable_hash
 from .run import grid_profile
 from .run.cell_run import CellRun
 from .run.data import DataError
@@ -33,11 +34,12 @@ from .run.grid import Cell, format_depth, format_length
 from .run.lookahead import Lookahead, selected_cells
 from .run.model_usage import clear_usage, read_usage, usage_line, write_usage
 from .run.suite import get_suite, suites_of
-from .settings import SETTINGS, Settings, add_options, resolve
+from .settings import SETTINGS, Settings, add_options, resolve, window_line
 from .store.database import Store
 from .store.repair import StoreRepairedWarning, StoreUsageError, check_store
 from .verdicts.criteria import criteria_of
 from .verdicts.threshold import ThresholdCriterion
+from .verdicts.verdict import INCOMPLETE, RUN_VERDICT, RunVerdict, decide, suite_gates
 
 MARKERS = pytest.StashKey[set[str]]()
 """Suite and length markers registered so far (they depend on the suites collected)."""
@@ -62,10 +64,12 @@ pytest_plugins = [
     "pytest_lceval.report.summary",
     "pytest_lceval.report.badge",
     "pytest_lceval.report.html",
+    "pytest_lceval.report.junit_gates",
     "pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin",
     "pytest_lceval.run.selection",
     "pytest_lceval.run.startup",
     "pytest_lceval.report.run_progress",
+    "pytest_lceval.run.completion",
     "pytest_lceval.benchmarks.helmet.cite_plugin",
     "pytest_lceval.judge.judge_plugin",
 ]
@@ -112,10 +116,27 @@ def _run_dir(config: pytest.Config, settings: Settings) -> Path:
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput and "lceval_run_dir" in workerinput:
         return Path(workerinput["lceval_run_dir"])
-    name = settings.run_name or (
-        time.strftime("%Y%m%d-%H%M%S") + "-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", settings.model)
-    )
+    name = settings.run_name or "-".join([time.strftime("%Y%m%d-%H%M%S"),
+                                          _folder_part(settings.model), *_variant(settings)])
     return settings.out_root / name
+
+
+def _folder_part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def _variant(settings: Settings) -> list[str]:
+    """The model variant's parts of a run folder's name (as HELMET names its output folder
+    ``-override-rope<theta>``): the config overrides, cut to a readable length with a hash of
+    the whole, and the window."""
+    parts = []
+    if settings.model_args:
+        text = args_text(settings.model_args)
+        label = _folder_part(text)
+        parts.append(label if len(label) <= 60 else f"{label[:51]}-{stable_hash(text)[:8]}")
+    if settings.window is not None:
+        parts.append(f"window{settings.window}")
+    return parts
 
 
 class _XdistRunName:
@@ -144,6 +165,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
         _batching_line(settings),
         settings.thresholds_line(),
+        *filter(None, [window_line(settings)]),
     ]
 
 
@@ -214,7 +236,7 @@ def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
 def _load(config: pytest.Config, settings: Settings, serving: ServingOptions) -> Backend:
     return make_backend(config, settings.model, LoadOptions(
         settings.chat_template, settings.dtype, settings.device, serving=serving,
-        rank=settings.rank))
+        model_args=settings.model_args, window=settings.window, rank=settings.rank))
 
 
 @pytest.fixture(scope="session")
@@ -283,14 +305,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not results:
         return
     write_merged(run_dir, results)
-    suite_verdicts = config.stash[SUITE_VERDICTS] = _suite_verdicts(session, results)
+    verdict = config.stash[RUN_VERDICT] = _verdict(session, results)
+    suite_verdicts = config.stash[SUITE_VERDICTS] = {
+        suite: [gate.judgement for gate in verdict.gates_of(suite)]
+        for suite in sorted({gate.suite for gate in verdict.gates})}
     for suite in suites_of(config).values():
         lines = suite.summarize(run_dir, [r for r in results if r.suite == suite.name])
         _write_lines(config, lines)
     config.hook.pytest_lceval_session_finish(config=config, run_dir=run_dir, results=results,
-                                             suite_verdicts=suite_verdicts)
+                                             suite_verdicts=suite_verdicts, verdict=verdict)
     latest = run_dir.parent / "latest"
-    if latest.is_symlink() or not latest.exists():
+    if verdict.outcome == INCOMPLETE:
+        _write_lines(config, [f"lceval: {latest} not moved: this run is incomplete"])
+    elif latest.is_symlink() or not latest.exists():
         if latest.is_symlink():
             latest.unlink()
         os.symlink(run_dir.name, latest)
@@ -298,25 +325,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                           f"lceval: {len(results)} cells, results and reports in {run_dir}"])
 
 
-def _suite_verdicts(session: pytest.Session, results: list[CellResult]
-                    ) -> dict[str, list[Judgement]]:
-    """Every suite-level verdict of the run, by suite; a failed one fails the run."""
+def _verdict(session: pytest.Session, results: list[CellResult]) -> RunVerdict:
+    """The run's one verdict (verdicts/verdict.py): every suite gate, over every suite the
+    session knows, and how far the run got; the exit status is made to agree with it."""
+    from .run.completion import completion_of  # a feature plugin, as selection above
+
     config = session.config
-    verdicts: dict[str, list[Judgement]] = {}
-    for suite in sorted({r.suite for r in results}):
-        mine = [r for r in results if r.suite == suite]
-        found = config.hook.pytest_lceval_suite_verdict(config=config, suite=suite,
-                                                        results=mine)
-        judgements = [j for group in found for j in (group or ())]
-        if judgements:
-            verdicts[suite] = sorted(judgements, key=lambda j: j.criterion)
-    lines = [f"lceval: suite gate {'PASSED' if j.passed else 'FAILED'} {j.criterion}: "
-             f"{j.message}" for group in verdicts.values() for j in group]
-    _write_lines(config, lines)
-    if any(not j.passed for group in verdicts.values() for j in group) \
-            and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    return verdicts
+    suites = {*suites_of(config), *(r.suite for r in results)}
+    gates = suite_gates(config, sorted(suites), results)
+    _write_lines(config, [f"lceval: suite gate {gate.status.upper()} {gate.name}: "
+                          f"{gate.judgement.message}" for gate in gates])
+    completion = completion_of(config)
+    verdict = decide(results, gates, len(completion.selected) if completion else 0,
+                     completion.not_run if completion else 0,
+                     completion.stopped(session) if completion else "")
+    session.exitstatus = verdict.exit_status(session.exitstatus)
+    return verdict
 
 
 def _write_lines(config: pytest.Config, lines: list[str]) -> None:

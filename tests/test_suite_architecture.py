@@ -109,7 +109,8 @@ def test_a_failed_suite_gate_fails_a_run_whose_cells_all_passed(
                                   "+0.0% over 6 of 6 long cells < --longscore-mean-min +10%*"])
     summary = (pytester.path / "reports" / "g" / "summary.md").read_text()
     assert "1 suite gate failed" in summary and "**Suite gates**" in summary
-    assert "| longscore_mean | ❌ toy: mean LongScore" in summary
+    assert "| longscore_mean | toy | the mean LongScore of the suite's long cells is at least " \
+        "+10% (--longscore-mean-min) | ❌ toy: mean LongScore" in summary
 
 
 def test_pass_rate_gate_counts_judged_cells_and_checks_suite_names(

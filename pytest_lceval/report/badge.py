@@ -1,7 +1,9 @@
 """SVG badges, per run (``badge.svg``) and per suite (``badge-<suite>.svg``): the pass rate of
-the judged cells, green when none failed and red when any did (the CI gate's own colours). In a
-run compared with a saved one the badge leads with the regressions ('3 regressed, 56%
-(87/156)', labelled 'lceval vs base'), as the headline does.
+the judged cells, in the colour of the run's verdict (``verdicts/verdict.py``): green only when
+it passed, red when a cell or a suite gate failed ('1 gate failed, 100% (2/2)'), orange when
+the run is incomplete ('incomplete, 100% (12/12)': cells never ran). In a run compared with a
+saved one the badge leads with the regressions ('3 regressed, 56% (87/156)', labelled 'lceval
+vs base'), as the headline does.
 
 Drawn by ``anybadge`` (pure Python, no network, no font files to measure with); a run without it
 installed gets no badge and one line saying which package to install.
@@ -22,21 +24,31 @@ PASS_COLOUR = "#4c1"
 FAIL_COLOUR = "#e05d44"
 NONE_COLOUR = "#9f9f9f"
 
+INCOMPLETE_COLOUR = "#fe7d37"
 
-def badge_text(tally: Tally, regressed: int | None = None) -> tuple[str, str]:
-    """(value, colour) of a badge: '93% (42/45)' in red when any cell failed; with a
-    comparison, '2 regressed, 93% (42/45)'."""
-    if tally.judged == 0:
-        return "no cells judged", NONE_COLOUR
-    colour = PASS_COLOUR if tally.failed == 0 and not regressed else FAIL_COLOUR
-    value = f"{percent(tally.pass_rate)} ({tally.passed}/{tally.judged})"
-    return (value if regressed is None else f"{regressed} regressed, {value}"), colour
+def badge_text(tally: Tally, regressed: int | None = None, failed_gates: int = 0,
+               incomplete: bool = False) -> tuple[str, str]:
+    """(value, colour) of a badge: '93% (42/45)' in red when any cell or ``failed_gates``
+    failed ('1 gate failed, 100% (2/2)'); with a comparison, '2 regressed, 93% (42/45)'; an
+    ``incomplete`` run's in orange, 'incomplete, 100% (12/12)'."""
+    value = f"{percent(tally.pass_rate)} ({tally.passed}/{tally.judged})" if tally.judged \
+        else "no cells judged"
+    if regressed is not None:
+        value = f"{regressed} regressed, {value}"
+    if failed_gates:
+        value = f"{failed_gates} {'gate' if failed_gates == 1 else 'gates'} failed, {value}"
+    if incomplete:
+        return f"incomplete, {value}", INCOMPLETE_COLOUR
+    if tally.failed or regressed or failed_gates:
+        return value, FAIL_COLOUR
+    return value, PASS_COLOUR if tally.judged else NONE_COLOUR
 
 
-def badge_svg(label: str, tally: Tally, regressed: int | None = None) -> str:
+def badge_svg(label: str, tally: Tally, regressed: int | None = None, failed_gates: int = 0,
+              incomplete: bool = False) -> str:
     import anybadge
 
-    value, colour = badge_text(tally, regressed)
+    value, colour = badge_text(tally, regressed, failed_gates, incomplete)
     # anybadge writes text into the SVG unescaped; labels are suite and baseline names, kept
     # to safe chars.
     label = re.sub(r"[^A-Za-z0-9_. -]", "_", label)
@@ -55,23 +67,30 @@ def badge_path(run_dir: Path, suite: str | None = None) -> Path:
     return run_dir / (f"{BADGE}-{suite}.svg" if suite else f"{BADGE}.svg")
 
 
-def write_badges(run_dir: Path, results: list[CellResult]) -> list[Path]:
-    summary = summarize(run_dir.name, results)
+def write_badges(run_dir: Path, results: list[CellResult],
+                 verdict: RunVerdict | None = None) -> list[Path]:
+    """The run's badge and each suite's, in the colours of ``verdict`` (the run's; without one,
+    of the cells alone)."""
+    summary = summarize(run_dir.name, results, verdict=verdict)
     versus = f" vs {summary.baseline}" if summary.baseline else ""
     written = []
     for suite, tally in [(None, summary.total), *((t.name, t) for t in summary.suites)]:
+    incomplete = summary.verdict.outcome == INCOMPLETE
         path = badge_path(run_dir, suite)
         label = (f"lceval {suite}" if suite else "lceval") + versus
-        path.write_text(badge_svg(label, tally, _regressed(summary, suite)), encoding="utf-8")
+        gates = summary.verdict.failed_gates
+        failed_gates = sum(suite is None or gate.suite == suite for gate in gates)
+        write_whole(path, badge_svg(label, tally, _regressed(summary, suite), failed_gates,
+                                    incomplete))
         written.append(path)
     return written
 
 
 @pytest.hookimpl
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 results: list[CellResult]) -> None:
+                                 results: list[CellResult], verdict: RunVerdict) -> None:
     try:
-        write_badges(run_dir, results)
+        write_badges(run_dir, results, verdict)
     except ImportError:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

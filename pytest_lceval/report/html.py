@@ -37,6 +37,7 @@ import pytest
 from ..results.cells import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
 from ..run.grid import format_depth, format_length
 from ..verdicts.effective.effective_plugin import effective_rows
+from ..verdicts.verdict import INCOMPLETE, RUN_VERDICT
 from .badge import badge_path
 from .finding import OwnFinding
 from .findings import SKIP_EXAMPLES, look_first, skip_reasons
@@ -391,12 +392,28 @@ def _badge(path: Path) -> str:
 
 def run_header(run_dir: Path, summary: RunSummary) -> str:
     return (f'{STYLE}<div class="lceval">{_badge(badge_path(run_dir))}'
-            f"<p class='{'pass' if summary.ok else 'fail'}'><b>"
+            f"<p class='{kind}'><b>"
             f"{escape(headline(summary, marks=False, code=False))}</b></p>"
             f"<p class='muted'>model {escape(summary.model)} · seed {summary.seed} · run folder "
             f"{escape(str(run_dir))}</p>"
+def gates_html(summary: RunSummary) -> str:
+    """The Gates section: every suite gate of the run's verdict with its rule, what it measured
+    and its verdict, failed ones first; '' when the run had none."""
+    if not summary.gates:
+        return ""
+    gates = sorted(summary.gates, key=lambda gate: gate.passed)
+    rows = [(escape(gate.name), escape(gate.suite), escape(gate.rule),
+             escape(gate.judgement.message), escape(gate.status)) for gate in gates]
+    return ('<div class="lceval gates"><h2>Gates</h2><p class="muted">Suite gates: each fails '
+            "the run, and is a test case of its own in the JUnit XML.</p>"
+            + _table(("gate", "suite", "rule", "measured", "verdict"), rows,
+                     ["pass" if gate.passed else "fail" for gate in gates]) + "</div>")
+
+
             + (f"<p class='muted'>{escape(summary.samples)}</p>" if summary.samples else "")
-            + "</div>")
+    outcome = summary.verdict.outcome
+    kind = "pass" if summary.ok else "inconclusive" if outcome == INCOMPLETE else "fail"
+            + "</div>" + gates_html(summary))
 
 
 def look_first_html(results: list[CellResult], verdicts: Sequence[OwnFinding] = ()) -> str:
@@ -529,7 +546,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     if not results:
         return
     run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}),
-                    samples_note(run_dir), effective_rows(config, results))
+                    samples_note(run_dir), effective_rows(config, results),
+                    config.stash.get(RUN_VERDICT, None))
     prefix.append(run_header(run_dir, run))
     groups = [HEATMAPS, *(group for found in config.hook.pytest_lceval_report_artifacts()
                           for group in found)]

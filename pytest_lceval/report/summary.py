@@ -23,6 +23,7 @@ from ..results.score_metric import range_text
 from ..run.grid import format_length
 from ..verdicts.effective.effective_plugin import effective_rows
 from ..verdicts.effective.length import EffectiveRow
+from ..verdicts.verdict import INCOMPLETE, GateResult, RunVerdict, decide
 from .judged import JudgeRow, judge_rows, judge_table
 
 SUMMARY_MD = "summary.md"
@@ -193,10 +194,10 @@ class RunSummary:
     """Failed cells first, then the lowest scores; at most WORST_SHOWN."""
     deltas: list[DeltaRow]
     """Every compared cell, in the reviewer's order (``delta_order``)."""
+    verdict: RunVerdict
+    """The run's one verdict (verdicts/verdict.py): the headline and the gates render it."""
     baseline: str | None = None
     delta_counts: dict[str, int] = field(default_factory=dict)
-    gates: list[Judgement] = field(default_factory=list)
-    """Suite-level verdicts (pytest_lceval_suite_verdict), suite by suite."""
     lengths: list[LengthRow] = field(default_factory=list)
     judged: list[JudgeRow] = field(default_factory=list)
     """Per judged task: the judge's scored and unreadable cases, agreement and time."""
@@ -207,7 +208,12 @@ class RunSummary:
 
     @property
     def ok(self) -> bool:
-        return self.total.failed == 0 and all(gate.passed for gate in self.gates)
+        return self.verdict.ok
+
+    @property
+    def gates(self) -> tuple[GateResult, ...]:
+        """Suite-level verdicts (pytest_lceval_suite_verdict), suite by suite."""
+        return self.verdict.gates
 
     @property
     def failing_deltas(self) -> list[DeltaRow]:
@@ -235,7 +241,14 @@ def tally(name: str, results: list[CellResult]) -> Tally:
 
 def summarize(run: str, results: list[CellResult],
               suite_verdicts: dict[str, list[Judgement]] | None = None,
-              samples: str = "", effective: list[EffectiveRow] | None = None) -> RunSummary:
+              samples: str = "", effective: list[EffectiveRow] | None = None,
+              verdict: RunVerdict | None = None) -> RunSummary:
+    """The run's summary around its ``verdict``; without one (a report drawn from a run folder
+    alone), the verdict of its cells and ``suite_verdicts``."""
+    if verdict is None:
+        verdict = decide(results, [GateResult(suite, judgement)
+                                   for suite, found in sorted((suite_verdicts or {}).items())
+                                   for judgement in found])
     suites = sorted({r.suite for r in results})
     judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
     worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
@@ -250,9 +263,9 @@ def summarize(run: str, results: list[CellResult],
         suites=[tally(s, [r for r in results if r.suite == s]) for s in suites],
         worst=[_row(r) for r in worst[:WORST_SHOWN]],
         deltas=deltas,
+        verdict=verdict,
         baseline=", ".join(sorted(str(b) for b in baselines)) or None,
         delta_counts=dict(Counter(d.status for d in deltas)),
-        gates=[j for suite in sorted(suite_verdicts or {}) for j in (suite_verdicts or {})[suite]],
         lengths=length_rows(results),
         judged=judge_rows(results),
         samples=samples,
@@ -337,21 +350,18 @@ def headline(summary: RunSummary, marks: bool = True, code: bool = True) -> str:
     that GitHub shows (browsers without an emoji font show boxes, so the HTML report leaves
     them out)."""
     total = summary.total
-    failed_gates = sum(not gate.passed for gate in summary.gates)
-    if summary.ok:
-        verdict = "passed"
-    elif total.failed:
-        verdict = f"{total.failed} of {total.judged} cells failed"
-        before = summary.failed_before()
-        if before:
-            verdict += f" ({before} also failed in the baseline)"
-    else:
-        verdict = f"{failed_gates} suite {'gate' if failed_gates == 1 else 'gates'} failed"
+    reasons = summary.verdict.reasons()
+    before = summary.failed_before()
+    if before and summary.verdict.failed:
+        reasons = [f"{reason} ({before} also failed in the baseline)"
+                   if reason.endswith("cells failed") else reason for reason in reasons]
+    verdict = "; ".join(reasons) or "passed"
     compared = comparison_headline(summary, code=code)
     if compared:
         verdict = f"{compared}; {verdict}"
     if marks:
-        verdict = ("✅ " if summary.ok else "❌ ") + verdict
+        verdict = ("✅ " if summary.ok else "⚠️ " if summary.verdict.outcome == INCOMPLETE
+                   else "❌ ") + verdict
     return (f"pytest-lceval {verdict}: pass rate {percent(total.pass_rate)} "
             f"({total.passed}/{total.judged}), {total.skipped} skipped")
 
@@ -433,10 +443,13 @@ def to_markdown(summary: RunSummary) -> str:
                   "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md_cell(text) for text in row) + " |" for row in rows]
     if summary.gates:
-        lines += ["", "**Suite gates**", "", "| gate | verdict |", "|---|---|"]
+        lines += ["", "**Suite gates**", "", "| gate | suite | rule | verdict |",
+                  "|---|---|---|---|"]
         for gate in summary.gates:
-            lines.append(f"| {gate.criterion} | {'✅' if gate.passed else '❌'} "
-                         f"{_md_cell(gate.message)} |")
+            mark = ("✅" if gate.passed else "❌") + \
+                ("" if gate.judgement.applied else " not applied:")
+            lines.append(f"| {gate.name} | {gate.suite} | {_md_cell(gate.rule)} | {mark} "
+                         f"{_md_cell(gate.judgement.message)} |")
     if summary.worst:
         lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | metric | N | verdict |",
                   "|---|--:|---|--:|---|"]
@@ -480,6 +493,8 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
     ]
     data = asdict(summary)
     data["ok"] = summary.ok
+    data["outcome"] = summary.verdict.outcome
+    data["reasons"] = summary.verdict.reasons()
     data["headline"] = headline(summary)
     data["cells"] = cells
     return data
@@ -498,8 +513,10 @@ def samples_note(run_dir: Path) -> str:
 
 def write_summary(run_dir: Path, results: list[CellResult],
                   suite_verdicts: dict[str, list[Judgement]] | None = None,
-                  effective: list[EffectiveRow] | None = None) -> RunSummary:
-    summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir), effective)
+                  effective: list[EffectiveRow] | None = None,
+                  verdict: RunVerdict | None = None) -> RunSummary:
+    summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir), effective,
+                        verdict)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
     (run_dir / SUMMARY_JSON).write_text(
@@ -509,9 +526,9 @@ def write_summary(run_dir: Path, results: list[CellResult],
 
 
 def terminal_lines(summary: RunSummary) -> list[str]:
-    """The verdict for the end of the terminal output: the headline, then each failing
-    comparison (regressions first), so a CI log shows the regressions where it ends."""
-    lines = [f"lceval: {headline(summary, marks=False, code=False)}"]
+    """The verdict for the end of the terminal output: each failing comparison (regressions
+    first), then the headline, so a CI log ends on the run's verdict."""
+    lines = []
     failing = summary.failing_deltas
     for d in failing[:FAILING_SHOWN]:
         lines.append(f"lceval:   {d.status} {d.suite} · {d.label}: {number(d.baseline)} -> "
@@ -519,7 +536,7 @@ def terminal_lines(summary: RunSummary) -> list[str]:
                      f"{interval(d)}), p {pvalue(d.p_value)}, N {d.n}")
     if len(failing) > FAILING_SHOWN:
         lines.append(f"lceval:   and {len(failing) - FAILING_SHOWN} more in {SUMMARY_MD}")
-    return lines
+    return [*lines, f"lceval: {headline(summary, marks=False, code=False)}"]
 
 
 RUN_SUMMARY = pytest.StashKey[RunSummary]()
@@ -529,9 +546,10 @@ RUN_SUMMARY = pytest.StashKey[RunSummary]()
 @pytest.hookimpl
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult],
-                                 suite_verdicts: dict[str, list[Judgement]]) -> None:
+                                 suite_verdicts: dict[str, list[Judgement]],
+                                 verdict: RunVerdict) -> None:
     config.stash[RUN_SUMMARY] = write_summary(run_dir, results, suite_verdicts,
-                                              effective_rows(config, results))
+                                              effective_rows(config, results), verdict)
 
 
 @pytest.hookimpl(trylast=True)

@@ -38,6 +38,13 @@ class Judgement:
     """The criterion cannot judge this cell (e.g. LongScore on a base ability near 0): unless
     another criterion failed, the cell is skipped with ``message`` as the reason."""
 
+    rule: str = ""
+    """A suite gate's rule in words, with the option that set it ('at least 90% of judged
+    cells pass (--lceval-min-pass-rate)'): the HTML report's Gates section shows it."""
+    applied: bool = True
+    """False for a suite gate asked for that had nothing to judge (a suite without cells in
+    the run, without long cells for LongScore): reported as not applied, and failed only when
+    the option named the suite."""
 
 @dataclass
 class CellResult:
@@ -57,6 +64,9 @@ class CellResult:
     """Where the task text came from: 'data:<folder>' or 'fixtures'."""
     context_window: int = 0
     """The model's claimed context window in tokens (what effective length is set against)."""
+    model_args: dict[str, Any] = field(default_factory=dict)
+    """The overrides of the model's config the run was given (--lceval-model-args), so that a
+    result names the variant it measured; {} for the model as it is."""
     n: int = 0
     score: float = math.nan
     metric: str = ""

@@ -65,10 +65,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 @pytest.hookimpl
 def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
                                 results: list[CellResult]) -> list[Judgement] | None:
-    judged = [r for r in results if r.outcome in ("passed", "failed")]
-    nothing = [] if judged else [_judged_nothing(suite, results)]
     rates = config.stash[MIN_PASS_RATE]
     minimum = rates.per_name.get(suite, rates.default)
+    if not results:  # the suite had no cells in this run
+        return [_not_applied(suite, rates.per_name[suite])] if suite in rates.per_name else None
+    judged = [r for r in results if r.outcome in ("passed", "failed")]
+    nothing = [] if judged else [_judged_nothing(suite, results)]
     if minimum is None:
         return nothing
     skipped = len(results) - len(judged)
@@ -80,7 +82,21 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
                + (f"; {skipped} skipped cells left out" if skipped else ""))
     return [*nothing, Judgement(GATE, ok, message, {
         "pass_rate": round(rate, 6), "min_pass_rate": minimum, "judged": len(judged),
-        "skipped": skipped})]
+        "skipped": skipped}, rule=_rule(minimum))]
+
+
+def _rule(minimum: float) -> str:
+    return f"at least {100 * minimum:g}% of the judged cells pass (--lceval-min-pass-rate)"
+
+
+def _not_applied(suite: str, minimum: float) -> Judgement:
+    """--lceval-min-pass-rate SUITE=RATE for a suite with no cells in the run: the gate asked
+    for cannot be applied, and a release gate that was never applied must not pass."""
+    return Judgement(GATE, False, (
+        f"{suite}: not applied: --lceval-min-pass-rate {suite}={minimum:g} names it, but no "
+        f"cell of {suite} was selected in this run; select its cells (e.g. -m {suite}) or drop "
+        f"the gate"), {"min_pass_rate": minimum, "judged": 0}, rule=_rule(minimum),
+        applied=False)
 
 
 def _judged_nothing(suite: str, results: list[CellResult]) -> Judgement:
@@ -93,4 +109,5 @@ def _judged_nothing(suite: str, results: list[CellResult]) -> Judgement:
         if len(reasons) > REASONS_SHOWN else ""
     return Judgement(JUDGED_SOMETHING, False, (
         f"{suite}: none of its {len(results)} selected cells was judged, so the suite "
-        f"cannot pass: {said}{more}"), {"judged": 0, "skipped": len(results)})
+        f"cannot pass: {said}{more}"), {"judged": 0, "skipped": len(results)},
+        rule="at least one of the suite's cells is judged (always on)")

@@ -259,7 +259,7 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
     """How much of the suite the baseline covered: a comparison of almost nothing must not
     pass as a comparison (27 cells against a 1-cell baseline were 27 passes)."""
     options = config.stash.get(OPTIONS, None)
-    if options is None or options.compare is None:
+    if options is None or options.compare is None or not results:
         return None
     return [coverage(options.compare.name, suite, results, options.min_coverage)]
 
@@ -285,7 +285,9 @@ def coverage(name: str, suite: str, results: list[CellResult], minimum: float) -
         message += f"; {skipped} cells without scores left out"
     return Judgement(COVERAGE, ok, message, {"baseline": name, "compared": compared,
                                              "measured": len(measured),
-                                             "min_coverage": minimum})
+                                             "min_coverage": minimum},
+                     rule=f"baseline {name!r} holds at least {minimum:.0%} of the measured "
+                          f"cells (--lceval-compare-min-coverage)")
 
 
 def _status(result: CellResult) -> str | None:

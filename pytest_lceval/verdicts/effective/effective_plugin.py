@@ -113,9 +113,14 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
     saved = _baseline(config)
     if options is None or options.gate == "off" or saved is None:
         return None
+    tasks = " and of each task" if options.gate == "task" else ""
+    rule = (f"the effective context length of the suite{tasks} does not fall below "
+            f"baseline {saved.name!r}'s (--lceval-effective-gate {options.gate})")
     now = curves(_scored(results), options.threshold)
-    if not now:
-        return None  # no cell of the suite has a token length (Task Haystack)
+    if not now:  # no cell of the suite in this run, or none with a token length (Task Haystack)
+        return [Judgement(GATE, True, (
+            f"{suite}: not applied: no judged cell of the suite has a token length"),
+            {"effective_status": "not-applied"}, rule=rule, applied=False)] if results else None
     moved = changes(now, _baseline_curves(saved, options.threshold))
     watched = [c for c in now if c.task == SUITE_ROW or options.gate == "task"]
     compared = [moved[(c.suite, c.task)] for c in watched if (c.suite, c.task) in moved]
@@ -123,7 +128,7 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
         return [Judgement(GATE, False, (
             f"{suite}: cannot compare the effective context length with baseline "
             f"{saved.name!r}: it has no scored cells of this suite at this run's lengths"),
-            {"effective_status": "not-compared"})]
+            {"effective_status": "not-compared"}, rule=rule)]
     fell = [change for change in compared if change.status == "fell"]
     suite_change = moved.get((suite, SUITE_ROW))
     properties = {"effective_status": "fell" if fell else "held",
@@ -136,4 +141,4 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
         held = suite_change or compared[0]
         message = (f"{held.describe(saved.name)}; {len(compared)} effective "
                    f"{'length' if len(compared) == 1 else 'lengths'} compared, none fell")
-    return [Judgement(GATE, not fell, message, properties)]
+    return [Judgement(GATE, not fell, message, properties, rule=rule)]

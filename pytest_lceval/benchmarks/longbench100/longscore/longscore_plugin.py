@@ -56,8 +56,12 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
               if isinstance(r.metrics.get("longscore"), (int, float))
               and math.isfinite(r.metrics["longscore"])]
     long_cells = sum(r.metrics.get("longscore_role") == "long" for r in results)
-    if not long_cells:
-        return None  # the suite has no long cells: LongScore does not apply to it
+    rule = (f"the mean LongScore of the suite's long cells is at least "
+            f"{settings.mean_minimum:+g}% (--longscore-mean-min)")
+    if not long_cells:  # LongScore does not apply to the suite (or it had no cells)
+        return [Judgement(MEAN_GATE, True, f"{suite}: not applied: the suite has no long "
+                          f"cells LongScore judges", {"criterion": CRITERION}, rule=rule,
+                          applied=False)] if results else None
     mean = sum(values) / len(values) if values else math.nan
     passed = bool(values) and mean >= settings.mean_minimum
     shown = f"{mean:+.1f}%" if values else "undefined"
@@ -65,7 +69,8 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
                f"{'>=' if passed else '<'} --longscore-mean-min {settings.mean_minimum:+g}%")
     return [Judgement(MEAN_GATE, passed, message,
                       {"longscore_mean": None if not values else round(mean, 3),
-                       "longscore_mean_min": settings.mean_minimum, "criterion": CRITERION})]
+                       "longscore_mean_min": settings.mean_minimum, "criterion": CRITERION},
+                      rule=rule)]
 
 
 @pytest.hookimpl
