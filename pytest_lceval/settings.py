@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from .models.model_args import OPTION as MODEL_ARGS, args_text, parse_model_args, window_from
+from .models.model_args import OPTION as MODEL_ARGS
+from .models.model_args import args_text, parse_model_args, window_from
 from .models.registry import ModelSpec
 from .models.serving import redact_url
 from .models.topk_rank import RANK_CHOICES
@@ -441,7 +442,8 @@ def resolve(config: pytest.Config, rootdir: Path) -> Settings:
                      auto_batch_size(model, device), "Give e.g. --lceval-batch-size 4.")
     lookahead = get("lceval_lookahead", _lookahead, None,
                     "Give a number of cases such as --lceval-lookahead 256, 0 or auto.")
-    model_args = get("lceval_model_args", lambda v: parse_model_args(list(v)), {},
+    no_args: dict[str, Any] = {}
+    model_args = get("lceval_model_args", lambda v: parse_model_args(list(v)), no_args,
                      "Write KEY=VALUE items, e.g. --lceval-model-args rope_theta=500000.")
     _check_model_args(model, model_args)
     return Settings(

@@ -52,15 +52,16 @@ def test_prompt_is_helmets_template() -> None:
     assert case.prompt == (
         'Use the provided mapping from the text to label to assign a label to the text. Only '
         'output "label: {label}" and nothing else. \n\n'
-        "How far is it to Aspen ?\nlabel: 2\n\n"
-        "Where is the sister city ?\nlabel: 0\n\n"
-        "What city is the capital ?\nlabel: 0\n\n"
-        "When was it built ?\nlabel: 2\n\n"
-        "How far is it to Aspen ?\nlabel: 2\n\n"
-        "Where is the sister city ?\nlabel: 0\n\n"
+        "How far is it to Aspen ?\nlabel: 4\n\n"
+        "Where is the sister city ?\nlabel: 1\n\n"
+        "What city is the capital ?\nlabel: 1\n\n"
+        "When was it built ?\nlabel: 4\n\n"
+        "How far is it to Aspen ?\nlabel: 4\n\n"
+        "Where is the sister city ?\nlabel: 1\n\n"
         "Which city hosts it ?\nlabel:")
-    # the label map shuffles HELMET's six TREC classes, though the fixture has two
-    assert case.gold == ("0",) and case.stop == () and case.max_new_tokens == 20
+    # the label map shuffles HELMET's six TREC classes, though the fixture has two; LOC is
+    # the hub's class 4 (ABBR, ENTY, DESC, HUM, LOC, NUM), shown as 1
+    assert case.gold == ("1",) and case.stop == () and case.max_new_tokens == 20
     assert case.depth is None and case.chat is None
     assert case.meta == {"source": "data:trec", "shots": 6, "whole_rounds": 3, "classes": 2,
                          "chance": 0.5, "label_name": "LOC", "context_tokens": 49,
@@ -76,25 +77,28 @@ def test_chat_template_starts_the_answer_empty() -> None:
     assert case.prompt.endswith("Which city hosts it ?</u>")
     assert case.chat is not None and case.chat.answer_prefix == ""
     assert case.meta["output_prefix"] == ""
-    assert builtin_task("icl_trec_coarse").score(" 0", case) == 1.0
+    assert builtin_task("icl_trec_coarse").score(" 1", case) == 1.0
 
 
 def test_loaders_read_each_release_format() -> None:
     data = DataSource(FIXTURES)
     coarse, fine = load(data, TREC_COARSE, "t"), load(data, TREC_FINE, "t")
-    assert coarse.classes == ("LOC", "NUM") and len(fine.classes) == 4
-    assert coarse.train[3] == Example("Where is the sister city ?", 0)  # 0xF0 byte -> space
+    # ids are places in the hub's ClassLabel, whichever classes the files hold
+    assert coarse.classes == ("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM")
+    assert len(fine.classes) == 50 and fine.train_classes == 4
+    assert coarse.train[3] == Example("Where is the sister city ?", 4)  # 0xF0 byte -> space
     assert fine.test[0] == Example("How long is the river ?", fine.classes.index("NUM:dist"))
     banking = load(data, BANKING77, "t")
     assert banking.train[1].text == "what is the rate, today?"
     assert banking.source == "data:banking77"
     clinc = load(data, CLINC150, "t")
-    assert clinc.classes == ("oos", "timer", "translate")  # oos kept, as HELMET's 151st class
+    assert [clinc.classes[e.label] for e in clinc.train] == ["translate", "timer", "oos"]
+    assert clinc.classes.index("oos") == 42  # oos kept, the hub's class 42
     assert [e.text for e in clinc.test] == ["timer for ten minutes", "sing a song"]
     assert len(clinc.train) == 3
     nlu = load(data, NLU, "t")
-    assert nlu.classes == ("alarm_set", "weather_query")
-    assert nlu.train[0] == Example("wake me up at five am", 0) and len(nlu.test) == 1
+    assert len(nlu.classes) == 68 and nlu.train_classes == 2  # the hub's 68 intents
+    assert nlu.train[0] == Example("wake me up at five am", 2) and len(nlu.test) == 1
 
 
 def test_missing_folder_names_it() -> None:
@@ -129,12 +133,12 @@ def test_test_inputs_are_balanced_and_fixed_per_seed() -> None:
 
 
 @pytest.mark.parametrize(("output", "score"), [
-    (" 0", 1.0), ("0", 1.0), (" label: 0", 1.0), ("0.", 1.0),
+    (" 1", 1.0), ("1", 1.0), (" label: 1", 1.0), ("1.", 1.0),
     # eval.py scores "label:" + the output: one repeated prefix is dropped, not two, and the
     # first line wins over a later label
-    ("Label: 0", 1.0), ("Label: label: 0", 0.0),
-    (" 0 \nlabel: 1", 1.0), (" 1 \nlabel: 0", 0.0), ("\nlabel: 0", 0.0),
-    ("00", 0.0), ("", 0.0), (" the label is 0", 0.0), (" 1", 0.0),
+    ("Label: 1", 1.0), ("Label: label: 1", 0.0),
+    (" 1 \nlabel: 0", 1.0), (" 0 \nlabel: 1", 0.0), ("\nlabel: 1", 0.0),
+    ("11", 0.0), ("", 0.0), (" the label is 1", 0.0), (" 0", 0.0),
 ])
 def test_score_is_exact_match_of_the_parsed_label(output: str, score: float) -> None:
     [case] = build("icl_trec_coarse", 100, word_context(FIXTURES))

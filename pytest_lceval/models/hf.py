@@ -37,7 +37,7 @@ import copy
 import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,6 +52,7 @@ from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost
 from .hf_text import HFText, suffix_ids
+from .model_args import args_text, chosen_window, override_config
 from .options import LoadOptions
 from .serving import DEFAULT_GPU_MEMORY
 from .topk_rank import FULL_VOCABULARY, REFERENCE_TOP_K, rank_from_top
@@ -99,14 +100,21 @@ class Checkpoint:
     gpu_memory: float = DEFAULT_GPU_MEMORY
     """Share of the GPU's memory this process's model may use: weights, KV cache, activations
     (``--lceval-gpu-memory``; divided among xdist workers that share a GPU)."""
+    config: Any = None
+    """The config with ``--lceval-model-args`` applied, which the weights load with (as
+    HELMET's ``--rope_theta``); None = the checkpoint's own."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """What those overrides changed (``model_args.Overridden.changes``): the fingerprint's."""
 
     def load(self) -> Any:
         if self.device.type == "cpu":
             torch.set_num_threads(cpu_threads_per_worker())
         # device_map streams weights straight to a GPU; on the CPU it only adds a second
         device_map = self.device if self.device.type != "cpu" else None
+        config = {"config": self.config} if self.config is not None else {}
         return AutoModelForCausalLM.from_pretrained(self.source, gguf_file=self.gguf_file,
-                                                    dtype=self.dtype, device_map=device_map)
+                                                    dtype=self.dtype, device_map=device_map,
+                                                    **config)
 
 
 class HFBackend(BaseBackend):
@@ -115,7 +123,9 @@ class HFBackend(BaseBackend):
     def __init__(self, spec: str, checkpoint: Checkpoint, tokenizer: Any, config: Any,
                  eos: list[int], options: LoadOptions, weights: dict[str, Any]) -> None:
         self.text = HFText(tokenizer, options.chat_template)
-        super().__init__(spec, self.text, self.text.renderer, _context_window(config, tokenizer))
+        window, self.window_source = chosen_window(options.window, options.model_args,
+                                                   partial(_context_window, config, tokenizer))
+        super().__init__(spec, self.text, self.text.renderer, window)
         self.checkpoint = checkpoint
         self.config = config
         """The model's config as read without the weights (the loaded model has its own)."""
@@ -175,6 +185,8 @@ class HFBackend(BaseBackend):
             "dtype": str(self.checkpoint.dtype),
             "decoding": "greedy",
             **({"prefill_chunk": self.prefill_chunk} if self.prefill_chunk else {}),
+            **({"config_overrides": self.checkpoint.overrides} if self.checkpoint.overrides
+               else {}),
             # the default rule is part of RANK_RULES; the other keys its own stored rankings
             **({"rank": FULL_VOCABULARY} if self.rank_top_k is None else {}),
         }
@@ -190,9 +202,11 @@ class HFBackend(BaseBackend):
             "source": str(self.config.name_or_path),
             "device": str(self.device),
             "dtype": str(self.checkpoint.dtype).removeprefix("torch."),
-            "window": str(self.context_window),
+            "window": f"{self.context_window} ({self.window_source})",
             "chat_template": "on" if self.text.chat_template else "off",
             "engine": f"transformers {transformers.__version__}, torch {torch.__version__}",
+            **({"config_overrides": args_text(self.checkpoint.overrides)}
+               if self.checkpoint.overrides else {}),
         }
 
     def _check_fits(self, tokens: int, budget: int) -> None:
@@ -492,14 +506,17 @@ def _as_list(value: int | list[int] | None) -> list[int]:
     return [value] if isinstance(value, int) else list(value)
 
 
-def _context_window(config: Any, tokenizer: Any) -> int:
+def _context_window(config: Any, tokenizer: Any) -> tuple[int, str]:
+    """(window, where it came from): the config's max_position_embeddings, else the tokenizer's
+    model_max_length."""
     window = getattr(config.get_text_config(), "max_position_embeddings", None)
-    if not window and 0 < tokenizer.model_max_length < _SANE_MAX_LENGTH:
-        window = tokenizer.model_max_length
-    if not window:
-        raise ValueError("cannot tell the context window: the config has no "
-                         "max_position_embeddings and the tokenizer no model_max_length")
-    return int(window)
+    if window:
+        return int(window), "model config"
+    if 0 < tokenizer.model_max_length < _SANE_MAX_LENGTH:
+        return int(tokenizer.model_max_length), "tokenizer"
+    raise ValueError("cannot tell the context window: the config has no "
+                     "max_position_embeddings and the tokenizer no model_max_length (give "
+                     "--lceval-window N)")
 
 
 def resolve_device(option: str) -> torch.device:
@@ -531,11 +548,14 @@ def load_hf(rest: str, options: LoadOptions, spec: str | None = None) -> HFBacke
     if rest.endswith(".gguf"):
         source, gguf_file = str(Path(rest).parent), Path(rest).name
     device = resolve_device(options.device)
-    checkpoint = Checkpoint(source, gguf_file, device, resolve_dtype(options.dtype, device),
-                            options.serving.gpu_memory or DEFAULT_GPU_MEMORY)
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
-    config = AutoConfig.from_pretrained(source, gguf_file=gguf_file)
-    eos = _as_list(_generation_config(source, gguf_file, config).eos_token_id)
+    own = AutoConfig.from_pretrained(source, gguf_file=gguf_file)
+    overridden = override_config(own, options.model_args)
+    config = overridden.config
+    checkpoint = Checkpoint(source, gguf_file, device, resolve_dtype(options.dtype, device),
+                            options.serving.gpu_memory or DEFAULT_GPU_MEMORY,
+                            config if overridden.changes else None, overridden.changes)
+    eos = _as_list(_generation_config(source, gguf_file, own).eos_token_id)
     return HFBackend(spec or f"hf:{rest}", checkpoint, tokenizer, config, eos, options,
                      weights_identity(source, gguf_file))
 

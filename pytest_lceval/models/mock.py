@@ -4,10 +4,10 @@ Spec: ``mock:NAME?param=value&...``
 
 - ``mock:grep`` answers recall questions by looking the queried keys up in the prompt, like a
   perfect retriever. ``miss=25-75`` makes it forget keys whose position lies in that percent
-  range of the prompt (a lost-in-the-middle model); ``window=N`` sets the context window;
-  ``cliff=N&after=F`` makes it answer, for prompts longer than N tokens, only a share F of them
-  (those whose hash falls in it) and nothing for the rest: a model whose effective context
-  length is N (scores 1.0 up to N, about F beyond).
+  range of the prompt (a lost-in-the-middle model); ``window=N`` sets the context window
+  (``--lceval-window`` overrides it); ``cliff=N&after=F`` makes it answer, for prompts
+  longer than N tokens, only a share F of them (those whose hash falls in it) and nothing for
+  the rest: a model whose effective context length is N (scores 1.0 up to N, about F beyond).
 - ``mock:constant`` always answers ``text`` (default "I do not know").
 - ``mock:judge`` is a judge model (``mock_judge.py``).
 - ``mock:icl`` is an in-context learner for rank requests (Task Haystack): it predicts the label
@@ -82,7 +82,7 @@ class MockBackend(BaseBackend):
             "mock:" + name + ("?" + "&".join(f"{k}={v}" for k, v in params.items())
                               if params else ""),
             tokenizer, Renderer(template, lambda text: len(tokenizer.encode(text))),
-            int(params.get("window", 8192)))
+            options.window or int(params.get("window", 8192)))
         low, _, high = params.get("miss", "").partition("-")
         self._miss = (float(low), float(high)) if high else None
         self._reach = int(params["reach"]) if "reach" in params else None

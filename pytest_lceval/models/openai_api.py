@@ -60,6 +60,7 @@ from . import topk_rank
 from .backend import BaseBackend, Stopwatch
 from .base import cut_at_stop
 from .hf_text import HFText
+from .model_args import chosen_window
 from .openai_setup import (
     TextSide,
     TiktokenText,
@@ -175,7 +176,8 @@ class OpenAIBackend(BaseBackend):
         reported, served = agreed(model, {
             endpoint_of(client): cls.inspect_server(client, served_entry(client, model))
             for client in clients})
-        window = context_window(reported, model, text, serving)
+        window = chosen_window(options.window, {},
+                               lambda: context_window(reported, model, text, serving))
         endpoint = ",".join(endpoint_of(client) for client in clients)
         return cls(f"{cls.kind}:{model}", model, clients, text, mode, serving, window, endpoint,
                    weights_of(model), served)

@@ -3,8 +3,9 @@ registry, the factories and the start-up checks import it without importing each
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .serving import ServingOptions
 
@@ -20,6 +21,12 @@ class LoadOptions:
     """Where converted weights are cached (presets convert GGUF to a plain HF folder once)."""
     serving: ServingOptions = ServingOptions()
     """Options of the serving backends (openai:, vllm:): endpoint, API mode, concurrency..."""
+    model_args: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the model's config (``--lceval-model-args``, models/model_args.py): the
+    backends that read a config (hf, vllm, presets) apply them and fingerprint what changed."""
+    window: int | None = None
+    """The context window to use instead of the model's own (``--lceval-window``): what cells
+    are skipped by and what effective length is set against. None = the model's."""
     rank: str = "top100"
     """How a local backend ranks (``topk_rank.RANK_CHOICES``): the reference's top 100, or
     ``full`` (every option from the whole vocabulary)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from .hf_text import config_window
+from .model_args import override_config, window_from
 from .options import LoadOptions
 from .registry import ModelSpec
 
@@ -49,6 +50,8 @@ def check_model(spec: ModelSpec, options: LoadOptions) -> None:
         check_device(options.device)
     elif kind == "vllm":
         check_source(rest, "vllm")
+    if kind in ("preset", "hf", "vllm"):
+        check_overrides(kind, rest, options)
     elif kind == "mock":
         from .mock import load_mock
 
@@ -106,6 +109,27 @@ def _check_folder(path: Path) -> None:
                              f"copy the model's tokenizer files into it")
 
 
+def check_overrides(kind: str, rest: str, options: LoadOptions) -> None:
+    """``--lceval-model-args`` against the config class of a local model (a preset, a folder, a
+    .gguf file): an unknown key or a value the class refuses is ModelArgsError, one line. A hub
+    id's config is read, and the overrides checked, when it loads."""
+    if not options.model_args:
+        return
+    from transformers import AutoConfig
+
+    if kind == "preset":
+        from .presets import preset_directory
+
+        source, gguf = str(preset_directory(rest, options)), None
+    else:
+        path = Path(rest).expanduser()
+        if not path.exists():
+            return
+        source, gguf = (str(path.parent), path.name) if rest.endswith(".gguf") else \
+            (str(path), None)
+    override_config(AutoConfig.from_pretrained(source, gguf_file=gguf), options.model_args)
+
+
 def check_device(device: str) -> None:
     """A CUDA or MPS device must exist in this torch; 'auto' and 'cpu' always do."""
     if not device.startswith(("cuda", "mps")):
@@ -148,6 +172,10 @@ def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
     only loading tells (a hub id, a served model, another plugin's spec). The run's plan counts
     only the cells that fit it."""
     kind, rest = spec.kind, spec.target
+    if options.window is not None:
+        return options.window
+    if window_from(options.model_args) is not None and kind in ("preset", "hf", "vllm"):
+        return window_from(options.model_args)
     try:
         if kind == "mock":
             from .mock import load_mock

@@ -11,6 +11,9 @@ they place the same per-layer computation on other GPUs, so their answers are sh
   and Task Haystack's rank requests share whole streams, so vLLM reuses those KV blocks.
 - Each batch is one ``LLM.generate`` call, so the engine schedules the whole batch itself.
 - Greedy decoding (temperature 0), whatever the model's generation config says.
+- ``--lceval-model-args`` reach the engine as ``hf_overrides``, written as the config keys they
+  change (model_args.py: ``rope_theta`` inside ``rope_parameters``), and ``--lceval-window`` as
+  ``max_model_len``; both key the engine card, the overrides the fingerprint too.
 - Prompts go in as token ids made by HFText, so the engine reads exactly the ids that were
   counted (no second BOS when a chat template wrote one), as in the in-process HF backend; rank
   prompts are the prefix's ids followed by the suffix's in the prefix's context
@@ -40,9 +43,9 @@ from . import topk_rank
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .hf_text import HFText, load_hf_text, suffix_ids
+from .model_args import args_text, chosen_window, override_config
 from .options import LoadOptions, MissingDependencyError
 from .presets import cache_root
-from .serving import ServingOptions
 from .weights import weights_of
 
 INSTALL_HINT = (
@@ -72,15 +75,20 @@ class VLLMBackend(BaseBackend):
     the first request the store lacks, or at load when no engine card is cached yet."""
 
     def __init__(self, spec: str, start: Callable[[], Any], vllm_module: Any, text: HFText,
-                 weights: dict[str, Any] | str, serving: ServingOptions,
-                 card: EngineCard) -> None:
+                 weights: dict[str, Any] | str, options: LoadOptions, card: EngineCard,
+                 overrides: dict[str, Any]) -> None:
         super().__init__(spec, text, text.renderer, card.max_model_len)
         self._start = start
         self._vllm = vllm_module
         self.text = text
         self.weights = weights
-        self.serving = serving
+        self.serving = options.serving
         self.card = card
+        self.overrides = overrides
+        """What ``--lceval-model-args`` changed in the model's config: the engine's
+        ``hf_overrides``, and part of the fingerprint."""
+        self.window_source = chosen_window(options.window, options.model_args,
+                                           lambda: (card.max_model_len, "engine"))[1]
 
     @cached_property
     def llm(self) -> Any:
@@ -95,17 +103,20 @@ class VLLMBackend(BaseBackend):
             "backend": "vllm", "weights": self.weights, "text": self.text.identity(),
             "vllm": self._vllm.__version__, "dtype": self.card.dtype,
             "tensor_parallel": self.serving.tensor_parallel, "decoding": "greedy", "rank": TOP_K,
+            **({"config_overrides": self.overrides} if self.overrides else {}),
         }
 
     def describe(self) -> dict[str, str]:
         return {
-            "backend": "vllm", "model": self.spec, "window": str(self.context_window),
+            "backend": "vllm", "model": self.spec,
+            "window": f"{self.context_window} ({self.window_source})",
             "dtype": self.card.dtype.removeprefix("torch."),
             "tensor_parallel": str(self.serving.tensor_parallel),
             "pipeline_parallel": str(self.serving.pipeline_parallel),
             "executor": self.serving.executor or "vLLM's choice", "prefix_caching": "on",
             "chat_template": "on" if self.text.chat_template else "off",
             "tokenizer": self.text.label, "engine": f"vllm {self._vllm.__version__}",
+            **({"config_overrides": args_text(self.overrides)} if self.overrides else {}),
         }
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
@@ -154,8 +165,10 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
     except ImportError as exc:
         raise MissingDependencyError(f"backend 'vllm' needs vLLM: {INSTALL_HINT}") from exc
     serving = options.serving
+    overrides = _config_overrides(rest, options)
     optional = {"gpu_memory_utilization": serving.gpu_memory,
-                "distributed_executor_backend": serving.executor}
+                "distributed_executor_backend": serving.executor,
+                "hf_overrides": overrides or None, "max_model_len": options.window}
 
     def start() -> Any:
         return vllm.LLM(model=rest, tensor_parallel_size=serving.tensor_parallel,
@@ -168,7 +181,9 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
     text = load_hf_text(rest, options.chat_template)
     weights = weights_of(rest) or rest
     path = cache_root(options) / ENGINE_CARDS / (stable_hash(
-        {"model": rest, "weights": weights, "vllm": vllm.__version__, "dtype": options.dtype}
+        {"model": rest, "weights": weights, "vllm": vllm.__version__, "dtype": options.dtype,
+         **({"overrides": overrides} if overrides else {}),
+         **({"window": options.window} if options.window else {})}
     )[:24] + ".json")
     card = _read_card(path)
     started = None
@@ -178,10 +193,21 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
         card = EngineCard(int(config.max_model_len), str(config.dtype))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(asdict(card)))
-    backend = VLLMBackend(f"vllm:{rest}", start, vllm, text, weights, serving, card)
+    backend = VLLMBackend(f"vllm:{rest}", start, vllm, text, weights, options, card, overrides)
     if started is not None:
         backend.llm = started  # the cached property's value: the engine is up
     return backend
+
+
+def _config_overrides(rest: str, options: LoadOptions) -> dict[str, Any]:
+    """``--lceval-model-args`` checked against the model's config class and written as the
+    config keys they change (models/model_args.py), which the engine applies as
+    ``hf_overrides``; {} without any."""
+    if not options.model_args:
+        return {}
+    from transformers import AutoConfig
+
+    return override_config(AutoConfig.from_pretrained(rest), options.model_args).changes
 
 
 def _read_card(path: Path) -> EngineCard | None:

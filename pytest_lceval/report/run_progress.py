@@ -147,7 +147,8 @@ class RunProgress:
         if settings.ref_tokenizer is not None:
             return None
         options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
-                              serving=serving_options(self.config))
+                              serving=serving_options(self.config),
+                              model_args=settings.model_args, window=settings.window)
         return window_hint(settings.model, options)
 
     def _announce(self) -> None:

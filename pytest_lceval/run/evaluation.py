@@ -161,7 +161,7 @@ class Evaluator:
             nodeid=nodeid, suite=cell.suite, task=cell.task, length=cell.length,
             depth=cell.depth, extra=cell.axes(), model=self.settings.model,
             fingerprint=self.model.fingerprint, seed=self.settings.seed, source=source,
-            context_window=self.model.context_window,
+            context_window=self.model.context_window, model_args=self.settings.model_args,
         )
 
     def log_cases(self, result: CellResult, cases: Sequence[dict[str, Any]]) -> None:

@@ -34,7 +34,7 @@ from typing import ClassVar
 
 from ...results.records import Case
 from ...results.score_metric import LABEL_ACCURACY, ScoreMetric
-from ...run.data import DataError, DataSource
+from ...run.data import DataSource
 from ...run.grid import Cell
 from ...tasks.base import BuildContext, GenerationTask
 from ...tasks.fitting import Fitted, Frame, fit
@@ -146,13 +146,13 @@ class DemoFill:
         return DEMO.format(text=example.text, label=self.mapping[example.label])
 
     def demos(self, shots: int) -> Demos:
-        chosen, running = self._round(math.ceil(shots / len(self.data.classes)))
+        chosen, running = self._round(math.ceil(shots / self.data.train_classes))
         text = SEPARATOR.join(self.line(example) for example in chosen[:shots])
         return Demos(text, running[shots - 1], shots)
 
     def __call__(self, budget: int) -> Demos:
         """The most shots (at least one) whose predicted cost is within ``budget``."""
-        classes = len(self.data.classes)
+        classes = self.data.train_classes
         rounds = self._whole_rounds(budget)
         _, running = self._round(rounds + 1)
         partial = sum(1 for cost in running if cost <= budget)
@@ -161,7 +161,7 @@ class DemoFill:
     def _round(self, rounds: int) -> tuple[list[Example], list[int]]:
         """The demonstrations of ``rounds`` whole rounds and their running predicted cost."""
         if rounds not in self._rounds:
-            chosen = balanced(self.data.train, rounds * len(self.data.classes), self.seed)
+            chosen = balanced(self.data.train, rounds * self.data.train_classes, self.seed)
             running, total = [], 0
             for example in chosen:
                 total += self.cost(example)
@@ -210,9 +210,6 @@ class IclTask:
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         data = load(context.data, self.layout, self.name)
-        if len(data.classes) > self.num_labels:
-            raise DataError(f"{self.name}: {data.source} has {len(data.classes)} classes, more "
-                            f"than HELMET's {self.num_labels}")
         tests = select_tests(data, cell.samples, context.seed)
         return [self._case(cell, context, data, index, example)
                 for index, example in enumerate(tests)]
@@ -233,7 +230,7 @@ class IclTask:
         fitted: Fitted[Demos] = fit(
             frame, fill, context.renderer, cell.length, self.max_new_tokens,
             fill.demos(1).tokens, f"{self.name} at {cell.length} tokens", fill.cost(longest))
-        classes = len(data.classes)
+        classes = data.train_classes
         meta = {"source": data.source, "shots": fitted.context.shots,
                 "whole_rounds": fitted.context.shots // classes, "classes": classes,
                 "chance": round(1 / classes, 6), "label_name": data.classes[example.label],

@@ -14,8 +14,9 @@ the original releases instead, in the layout of ``shared/data/README.md``:
   ``KFold_1/testset/csv/*.csv``, ``;``-separated; the label is ``scenario_intent``, the text the
   de-annotated ``answer_from_anno``.
 
-Class ids are the positions of the class names in sorted order (the hub's ClassLabel order is
-not available offline); HELMET maps every id to a random integer per test input anyway.
+A class's id is its place in the hub's ``ClassLabel`` (``icl_hub_classes``), as in HELMET:
+its label map shuffles those ids, so which integer a class is shown as depends on them. (Before,
+ids were the sorted names: on TREC coarse 268 of 500 gold integers differed from HELMET's.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from ...run.data import DataError, DataSource
+from . import icl_hub_classes as hub
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,15 @@ class LabelledSet:
     train: tuple[Example, ...]
     test: tuple[Example, ...]
     classes: tuple[str, ...]
+    """The hub's class names in its ``ClassLabel`` order (``Example.label`` indexes them); a
+    local release may lack some (NLU's fold: 64 of 68)."""
     source: str
     """``data:<folder>``: recorded with every result."""
+
+    @property
+    def train_classes(self) -> int:
+        """Classes the demonstration pool holds: HELMET's balanced rounds hold one of each."""
+        return len({example.label for example in self.train})
 
 
 Rows = list[tuple[str, str]]
@@ -61,6 +70,8 @@ class Layout:
     files: str
     """What the folder must hold, for the error message."""
     read: Callable[[Path], tuple[Rows, Rows]]
+    classes: tuple[str, ...]
+    """The hub's ClassLabel names, in order (``icl_hub_classes``)."""
 
 
 def load(data: DataSource, layout: Layout, task: str) -> LabelledSet:
@@ -79,13 +90,16 @@ def _load(folder: Path, layout: Layout) -> LabelledSet:
     if not train or not test:
         raise DataError(f"{folder} has an empty train or test split: restore "
                         f"{layout.files}")
-    classes = tuple(sorted({name for _, name in train} | {name for _, name in test}))
-    ids = {name: i for i, name in enumerate(classes)}
+    ids = {name: i for i, name in enumerate(layout.classes)}
+    unknown = sorted({name for _, name in (*train, *test)} - ids.keys())
+    if unknown:
+        raise DataError(f"{folder} has classes the hub's {layout.folder} does not "
+                        f"({', '.join(unknown[:5])}): restore {layout.files} from the release")
 
     def examples(rows: Rows) -> tuple[Example, ...]:
         return tuple(Example(text, ids[name]) for text, name in rows)
 
-    return LabelledSet(examples(train), examples(test), classes, f"data:{layout.folder}")
+    return LabelledSet(examples(train), examples(test), layout.classes, f"data:{layout.folder}")
 
 
 def _file(folder: Path, name: str) -> Path:
@@ -159,8 +173,8 @@ def _clinc150(folder: Path) -> tuple[Rows, Rows]:
 
 
 TREC_FILES = "train_5500.label, TREC_10.label"
-TREC_COARSE = Layout("trec", TREC_FILES, _trec(fine=False))
-TREC_FINE = Layout("trec", TREC_FILES, _trec(fine=True))
-BANKING77 = Layout("banking77", "train.csv, test.csv", _banking77)
-CLINC150 = Layout("clinc150", "data_full.json", _clinc150)
-NLU = Layout("nlu", "KFold_1/trainset/*.csv, KFold_1/testset/csv/*.csv", _nlu)
+TREC_COARSE = Layout("trec", TREC_FILES, _trec(fine=False), hub.TREC_COARSE)
+TREC_FINE = Layout("trec", TREC_FILES, _trec(fine=True), hub.TREC_FINE)
+BANKING77 = Layout("banking77", "train.csv, test.csv", _banking77, hub.BANKING77)
+CLINC150 = Layout("clinc150", "data_full.json", _clinc150, hub.CLINC150)
+NLU = Layout("nlu", "KFold_1/trainset/*.csv, KFold_1/testset/csv/*.csv", _nlu, hub.NLU)
