@@ -20,6 +20,7 @@ from ..results import strict_json
 from ..results.cells import CellResult, Judgement
 from ..results.sample_log import SAMPLES_DIR, logged
 from ..results.score_metric import range_text
+from ..results.whole_file import write_whole
 from ..run.grid import format_length
 from ..verdicts.effective.effective_plugin import effective_rows
 from ..verdicts.effective.length import EffectiveRow
@@ -518,10 +519,9 @@ def write_summary(run_dir: Path, results: list[CellResult],
     summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir), effective,
                         verdict)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SUMMARY_MD).write_text(to_markdown(summary), encoding="utf-8")
-    (run_dir / SUMMARY_JSON).write_text(
-        strict_json.dumps(to_json(summary, results), indent=1, sort_keys=True, default=str),
-        encoding="utf-8")
+    write_whole(run_dir / SUMMARY_MD, to_markdown(summary))
+    write_whole(run_dir / SUMMARY_JSON, strict_json.dumps(to_json(summary, results), indent=1,
+                                                          sort_keys=True, default=str))
     return summary
 
 

@@ -13,6 +13,7 @@ from filelock import FileLock
 
 from . import strict_json
 from .score_metric import ScoreMetric, range_text
+from .whole_file import append_whole, write_whole
 
 RESULTS_FILE = "results.jsonl"
 RUN_DIR = pytest.StashKey[Path]()
@@ -134,12 +135,11 @@ class CellResult:
 
 def append_result(run_dir: Path, result: CellResult) -> None:
     """Append one line of strict JSON (``strict_json``); a file lock keeps lines whole when
-    xdist workers write at once."""
+    xdist workers write at once, and a full disk leaves none half written."""
     run_dir.mkdir(parents=True, exist_ok=True)
     line = strict_json.dumps(result.to_json(), sort_keys=True)
-    with FileLock(str(run_dir / (RESULTS_FILE + ".lock"))), \
-            open(run_dir / RESULTS_FILE, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+    with FileLock(str(run_dir / (RESULTS_FILE + ".lock"))):
+        append_whole(run_dir / RESULTS_FILE, line + "\n")
 
 
 def read_results(run_dir: Path) -> list[CellResult]:
@@ -156,9 +156,10 @@ def read_results(run_dir: Path) -> list[CellResult]:
 
 
 def write_merged(run_dir: Path, results: Iterable[CellResult]) -> None:
-    """Rewrite results.jsonl sorted by test id, so -n 2 and -n 0 give the same file."""
+    """Rewrite results.jsonl sorted by test id, so -n 2 and -n 0 give the same file (whole:
+    on a full disk the appended one stays)."""
     lines = [strict_json.dumps(r.to_json(), sort_keys=True) for r in results]
-    (run_dir / RESULTS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    write_whole(run_dir / RESULTS_FILE, "".join(line + "\n" for line in lines))
     (run_dir / (RESULTS_FILE + ".lock")).unlink(missing_ok=True)
 
 

@@ -17,13 +17,13 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .records import Case, Generation
+from .whole_file import write_whole
 
 SAMPLES_DIR = "samples"
 SUFFIX = ".jsonl.gz"
@@ -61,9 +61,7 @@ def write_cell(run_dir: Path, nodeid: str, cell: dict[str, Any],
             line = json.dumps({"nodeid": nodeid, **cell, **case}, ensure_ascii=False,
                               allow_nan=True)
             packed.write(line.encode("utf-8") + b"\n")
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_bytes(buffer.getvalue())
-    os.replace(partial, target)
+    write_whole(target, buffer.getvalue())
     return relative
 
 

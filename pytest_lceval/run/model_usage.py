@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from ..models.stored import CallCounter
+from ..results.whole_file import OutOfSpace, write_whole
 from .workers import worker_label
 
 FOLDER = "model-usage"
@@ -22,11 +23,16 @@ def clear_usage(run_dir: Path) -> None:
 
 
 def write_usage(run_dir: Path, role: str, calls: CallCounter) -> None:
-    """This process's counts for ``role`` (model, judge, judge2)."""
+    """This process's counts for ``role`` (model, judge, judge2). They feed the summary's
+    usage line, not the results: on a full disk they are left out, and the run says the disk
+    is full once, where a result or a report could not be written."""
     folder = run_dir / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
     counts = {name: getattr(calls, name) for name in FIELDS}
-    (folder / f"{role}-{worker_label()}.json").write_text(json.dumps(counts))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_whole(folder / f"{role}-{worker_label()}.json", json.dumps(counts))
+    except OutOfSpace:
+        return
 
 
 def read_usage(run_dir: Path) -> dict[str, CallCounter]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..results.whole_file import write_whole
 from .grid import Cell
 
 PRIOR_FILE = "throughput.json"
@@ -72,9 +72,7 @@ def plan_of(items: Iterable[Any]) -> dict[str, PlannedCell]:
 def write_plan(path: Path, plan: Mapping[str, PlannedCell]) -> None:
     """Written by an xdist worker for the controller, which collects nothing itself."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps({nodeid: asdict(cell) for nodeid, cell in plan.items()}))
-    os.replace(partial, path)
+    write_whole(path, json.dumps({nodeid: asdict(cell) for nodeid, cell in plan.items()}))
 
 
 def read_plan(path: Path, ids: Iterable[str]) -> dict[str, PlannedCell]:
@@ -116,9 +114,7 @@ def save_prior(store_dir: Path, model: str, throughput: Throughput) -> None:
         known = {}
     known[model] = asdict(throughput)
     store_dir.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
-    os.replace(partial, path)
+    write_whole(path, json.dumps(known, indent=1, sort_keys=True) + "\n")
 
 
 @dataclass
