@@ -7,7 +7,10 @@ were. Inputs that only need the start-up checks are rows of test_bad_inputs.CASE
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,92 @@ def test_every_path_option_expands_the_home_folder(toy: pytest.Pytester,
                                        .read_text().splitlines())] == ["toy"]
     with sqlite3.connect(home / "s.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 2
+
+
+# -- item 2: a full disk under --lceval-out ----------------------------------------------------
+
+FILL = '''
+def fill(disk):
+    """Write zeros on ``disk`` until it says it is full."""
+    import errno
+
+    with open(disk / "filler", "ab", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(bytes(64 * 1024))
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+'''
+FILL_AT_THE_END = FILL + '''
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """The disk fills after the cells ran, before the reports are written."""
+    from pathlib import Path
+
+    fill(Path(session.config.getoption("lceval_out")))
+'''
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real file system of 2 MiB (tmpfs), mounted for the test: CI runs as root, and mounting
+    needs root's CAP_SYS_ADMIN, which a container may withhold; the test skips there rather than
+    imitate a full disk."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def whole_files(run_dir: Path) -> list[str]:
+    """Every file the run left under its folder; none empty, none half-written (.partial).
+    (A lock file is empty by nature.)"""
+    files = sorted(path for path in run_dir.rglob("*")
+                   if path.is_file() and path.suffix != ".lock")
+    assert not [path for path in files if path.stat().st_size == 0], files
+    assert not [path for path in files if ".partial" in path.name], files
+    return [str(path.relative_to(run_dir)) for path in files]
+
+
+@pytest.mark.bad_input("disk-fills-before-the-reports")
+def test_a_disk_that_fills_before_the_reports_leaves_the_results_whole(
+        toy: pytest.Pytester, small_disk: Path) -> None:
+    """The disk under --lceval-out fills after the cells ran: results.jsonl stays whole, no
+    report is left empty, and the run says once that the disk is full, naming its folder."""
+    toy.makeconftest(TOY_TASK + "\nimport pytest\n" + FILL_AT_THE_END)
+    outcome = toy.runpytest(*GRID, "--lceval-out", str(small_disk), "--lceval-run", "r",
+                            "--lceval-store", str(toy.path / "s.sqlite"))
+    outcome.assert_outcomes(passed=1)
+    assert outcome.ret == pytest.ExitCode.TESTS_FAILED
+    one_line(outcome, f"no space left on the disk at {small_disk}", "No space left on device",
+             "free space or point --lceval-out at another disk")
+    run_dir = small_disk / "r"
+    assert "results.jsonl" in whole_files(run_dir)
+    assert [row["n"] for row in map(json.loads, (run_dir / "results.jsonl").read_text()
+                                    .splitlines())] == [2]
+    assert store_rows(toy.path / "s.sqlite")["answers"] == 2
+
+
+@pytest.mark.bad_input("disk-full-from-the-start")
+def test_a_full_disk_stops_the_run_at_the_first_result_and_keeps_the_store(
+        toy: pytest.Pytester, small_disk: Path) -> None:
+    """No byte free under --lceval-out (the store is on another disk): the first cell's result
+    cannot be written, the run stops with one line, the store keeps the answers."""
+    namespace: dict[str, object] = {}
+    exec(FILL, namespace)
+    namespace["fill"](small_disk)  # type: ignore[operator]
+    outcome = toy.runpytest(*GRID, "--lengths", "256,512", "--lceval-out", str(small_disk),
+                            "--lceval-run", "r", "--lceval-store", str(toy.path / "s.sqlite"))
+    assert outcome.ret == pytest.ExitCode.INTERRUPTED
+    one_line(outcome, f"no space left on the disk at {small_disk}", "--lceval-out")
+    whole_files(small_disk / "r")
+    assert store_rows(toy.path / "s.sqlite")["answers"] == 4  # both cells', measured together

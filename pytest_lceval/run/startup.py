@@ -30,6 +30,7 @@ from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavaila
 from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
 from ..results.sample_log import SAMPLES_DIR
+from ..results.whole_file import OutOfSpace
 from ..settings import SETTINGS, lookup
 from ..store.database import StoreFull
 from .data import DataError
@@ -37,7 +38,7 @@ from .selection import check_task_names, known_task_names
 
 MADE_FOLDERS = pytest.StashKey[list[Path]]()
 """The run folder and the parents made for it (controller only), removed at the end if empty."""
-SESSION_WIDE = (ModelUnavailable, DataError, StoreFull)
+SESSION_WIDE = (ModelUnavailable, DataError, StoreFull, OutOfSpace)
 """Failures that every later cell would repeat: the first one stops the run."""
 ONE_LINE = (RequestFailed, *SESSION_WIDE)
 """Failures whose message says it all: the cell shows that line, not a traceback."""
@@ -155,6 +156,22 @@ def pytest_runtest_makereport(
         if isinstance(call.excinfo.value, SESSION_WIDE):
             item.session.shouldstop = message
     return report
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]:
+    """A disk that fills while the run writes its reports: the run says so in one line and
+    fails, instead of an INTERNALERROR; what was written before is whole (``whole_file``).
+    trylast: the innermost wrapper, so the terminal's summary still follows."""
+    try:
+        return (yield)
+    except OutOfSpace as exc:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"pytest-lceval: {exc}", red=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
