@@ -17,14 +17,16 @@ from pathlib import Path
 import pytest
 
 from ..results.cells import CellResult
+from ..results.whole_file import write_whole
+from ..verdicts.verdict import INCOMPLETE, RunVerdict
 from .summary import RunSummary, Tally, percent, summarize
 
 BADGE = "badge"
 PASS_COLOUR = "#4c1"
 FAIL_COLOUR = "#e05d44"
+INCOMPLETE_COLOUR = "#fe7d37"
 NONE_COLOUR = "#9f9f9f"
 
-INCOMPLETE_COLOUR = "#fe7d37"
 
 def badge_text(tally: Tally, regressed: int | None = None, failed_gates: int = 0,
                incomplete: bool = False) -> tuple[str, str]:
@@ -73,9 +75,9 @@ def write_badges(run_dir: Path, results: list[CellResult],
     of the cells alone)."""
     summary = summarize(run_dir.name, results, verdict=verdict)
     versus = f" vs {summary.baseline}" if summary.baseline else ""
+    incomplete = summary.verdict.outcome == INCOMPLETE
     written = []
     for suite, tally in [(None, summary.total), *((t.name, t) for t in summary.suites)]:
-    incomplete = summary.verdict.outcome == INCOMPLETE
         path = badge_path(run_dir, suite)
         label = (f"lceval {suite}" if suite else "lceval") + versus
         gates = summary.verdict.failed_gates
