@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import site
 import sys
 import sysconfig
@@ -15,7 +16,15 @@ from _pytest.pytester import SysModulesSnapshot
 if TYPE_CHECKING:
     from pytest_lceval.models.hf_text import HFText
 
-pytest_plugins = ["conformance_tally", "bad_input_tally"]
+pytest_plugins = ["pytester", "conformance_tally", "bad_input_tally"]
+"""pytester is enabled here, not in a conftest.py at the checkout's root: pytest puts the folder
+of every conftest it imports on sys.path, and the root's would put the checkout there in the
+middle of a session, with the ``pytest_lceval.egg-info`` that an editable install leaves in it.
+pytest marks a plugin's package for assertion rewriting when it finds the package's files in a
+distribution's metadata on sys.path, so an inner run would mark ``pytest_lceval`` that the outer
+run, which started without the checkout on its path, had imported unmarked: "Module already
+imported so cannot be rewritten; pytest_lceval", an error under ``-W error::pytest.PytestWarning``
+(tests/test_rewrite_marking.py)."""
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +44,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "real_model: loads a real preset model (slow; converts it on first use)")
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """The order's seed in every log, ``-q`` or not: pytest-randomly prints it only in the
+    header, which ``-q`` leaves out, and an order-dependent failure can only be repeated from
+    its seed."""
+    if config.pluginmanager.hasplugin("randomly"):
+        seed = config.getoption("randomly_seed")
+        terminalreporter.write_line(
+            f"test order: random, seed {seed} (repeat it: -p randomly --randomly-seed={seed})")
+    else:
+        terminalreporter.write_line("test order: as collected (pytest-randomly not active)")
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Inner pytest runs see no data directory unless a test passes --lceval-data."""
@@ -45,10 +67,15 @@ def _hermetic_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 # Native modules that must not be initialised twice in one process. An in-process pytester
 # run drops every module it imported when it ends; torch imported again then frees the method
 # table of its first copy, and the next garbage collection crashes on it.
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY_FOLDERS = tuple({*site.getsitepackages(), site.getusersitepackages(),
-                         sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-"""Where installed libraries live: site-packages, a virtual environment's and, when it sees them,
-the system's (CI's transformers 5.17 venv takes torch from the system's)."""
+                         sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                         *(os.path.abspath(folder)
+                           for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                           if folder and not os.path.abspath(folder).startswith(PROJECT_ROOT))})
+"""Where installed libraries live: site-packages (a virtual environment's, and the system's when
+it sees them), and folders on PYTHONPATH outside this checkout (CI's overlay of the lowest
+transformers, .ci/lowest_transformers.sh)."""
 
 
 def _installed_library(name: str) -> bool:
