@@ -179,3 +179,29 @@ def test_a_full_disk_stops_the_run_at_the_first_result_and_keeps_the_store(
     one_line(outcome, f"no space left on the disk at {small_disk}", "--lceval-out")
     whole_files(small_disk / "r")
     assert store_rows(toy.path / "s.sqlite")["answers"] == 4  # both cells', measured together
+
+
+# -- item 3: a chat template that raises -------------------------------------------------------
+
+
+@pytest.mark.bad_input("chat-template-raises-at-load")
+def test_a_chat_template_that_raises_fails_the_load_with_its_own_message(smollm2: object) -> None:
+    """A model whose template start-up could not read (a hub id, a served model's tokenizer):
+    the tokenizer's load renders the probe with transformers' own renderer, so the first cell
+    says it once (ModelUnavailable) instead of every prompt failing. Under off it is not used."""
+    from pytest_lceval.models.chat_probe import TemplateRefuses
+    from pytest_lceval.models.hf_text import HFText
+
+    tokenizer = smollm2.hf  # type: ignore[attr-defined]
+    kept = tokenizer.chat_template
+    tokenizer.chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
+    try:
+        for choice in ("auto", "on"):
+            with pytest.raises(TemplateRefuses, match="refuses a plain user message: "
+                                                      "Conversation roles must alternate; fix "
+                                                      "the template, or run with "
+                                                      "--chat-template off"):
+                HFText(tokenizer, choice)
+        assert HFText(tokenizer, "off").chat_template is None
+    finally:
+        tokenizer.chat_template = kept

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Renderer, Tokenizer
+from .chat_probe import PROBE, refusal
 from .joined_count import JoinedCounter, Part, rule_of
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
@@ -36,6 +37,8 @@ class HFText:
         """The Rust tokenizer of a fast tokenizer whose version has ``encode_batch_fast``."""
         self.renderer = Renderer(self.template if self.chat_template else None, self.count,
                                  count_joined=self.count_joined)
+        if self.chat_template:
+            self._probe_template()
 
     # -- Tokenizer protocol ----------------------------------------------------------------------
 
@@ -73,6 +76,14 @@ class HFText:
         text: str = self.hf.apply_chat_template(
             [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
         return text
+
+    def _probe_template(self) -> None:
+        """Render the template once on a plain user message (``chat_probe``): one that raises
+        fails the load with its own message, not every prompt after it."""
+        try:
+            self.template(PROBE)
+        except Exception as exc:  # noqa: BLE001 - jinja2's TemplateError, or what it wraps
+            raise refusal(str(self.hf.name_or_path), str(exc)) from None
 
     def prompt_ids(self, text: str) -> list[int]:
         """The ids a model reads for a rendered prompt: the tokenizer's special tokens, unless the

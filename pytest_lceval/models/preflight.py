@@ -15,6 +15,7 @@ import json
 import re
 from pathlib import Path
 
+from .chat_probe import TemplateRefuses, check_folder_template
 from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from .hf_text import config_window
 from .model_args import override_config, window_from
@@ -52,6 +53,12 @@ def check_model(spec: ModelSpec, options: LoadOptions) -> None:
         check_source(rest, "vllm")
     if kind in ("preset", "hf", "vllm"):
         check_overrides(kind, rest, options)
+    if kind in ("hf", "vllm") and options.chat_template != "off" \
+            and Path(rest).expanduser().is_dir():
+        try:
+            check_folder_template(Path(rest).expanduser())
+        except TemplateRefuses as exc:
+            raise PreflightError(str(exc)) from None
     elif kind == "mock":
         from .mock import load_mock
 
