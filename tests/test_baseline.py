@@ -63,8 +63,12 @@ def test_compare_fails_exactly_the_degraded_cells_with_n_2(suite: pytest.Pyteste
         "test_suite.py::test_cell[toy-2k-0]": "unchanged",
         "test_suite.py::test_cell[toy-2k-50]": "regressed",
     }
-    cases = list(ET.parse(xml).getroot().iter("testcase"))
+    every = list(ET.parse(xml).getroot().iter("testcase"))
+    cases = [case for case in every if case.get("classname") == "test_suite"]
     assert len(cases) == 4
+    gates = {(c.get("classname"), c.get("name")) for c in every if c not in cases}
+    assert ("lceval-gates.toy", "baseline_coverage") in gates  # each suite gate a test case
+    assert {classname for classname, _ in gates} == {"lceval-gates.toy"}
     for case in cases:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         assert {"score", "n", "ci_low", "baseline_status", "baseline_diff", "baseline_ci_low",

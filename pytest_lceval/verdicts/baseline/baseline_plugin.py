@@ -152,9 +152,11 @@ class BaselineCriterion:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lceval")
-    group.addoption("--lceval-save", dest="lceval_save", default=None, metavar="NAME",
+    group.addoption("--lceval-save", dest="lceval_save", action="append", default=None,
+                    metavar="NAME",
                     help="save this run's per-case scores as baseline NAME "
-                         "(<--lceval-out>/baselines/NAME.json) or to a .json PATH")
+                         "(<--lceval-out>/baselines/NAME.json) or to a .json PATH; once per run, "
+                         "and never over the baseline it is compared with")
     group.addoption("--lceval-compare", dest="lceval_compare", default=None,
                     metavar="NAME|PATH",
                     help="fail cells that got significantly worse than a saved run")
@@ -197,10 +199,14 @@ def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOption
     min_coverage = option_value(config, "lceval_compare_min_coverage", _share,
                                 DEFAULT_MIN_COVERAGE,
                                 "Write e.g. --lceval-compare-min-coverage 0.8.")
-    save = config.getoption("lceval_save")
-    save_path = None if save is None else convert(
-        save, "--lceval-save", "--lceval-save", lambda v: baseline_path(v, settings.out_root),
-        "Give a name such as --lceval-save=base.")
+    saves: list[str] = config.getoption("lceval_save") or []
+    if len(saves) > 1:
+        raise pytest.UsageError(
+            f"pytest-lceval: --lceval-save is given {len(saves)} times "
+            f"({', '.join(saves)}); a run saves one baseline: give --lceval-save once")
+    save_path = None if not saves else convert(
+        saves[0], "--lceval-save", "--lceval-save",
+        lambda v: baseline_path(v, settings.out_root), "Give a name such as --lceval-save=base.")
     compare = config.getoption("lceval_compare")
     any_judge = bool(config.getoption("lceval_compare_any_judge"))
     saved = None
@@ -221,6 +227,13 @@ def resolve_options(config: pytest.Config, settings: Settings) -> BaselineOption
                 f"{saved_judge} and this run names {settings.judge}: judged scores of different "
                 f"judges do not pair. Use the baseline's judge, or pass "
                 f"--lceval-compare-any-judge to compare anyway.")
+    if saved is not None and save_path is not None \
+            and save_path.resolve() == saved.path.resolve():
+        raise pytest.UsageError(
+            f"pytest-lceval: --lceval-save {saves[0]} would replace the baseline this run is "
+            f"compared with ({saved.path}); a failing run would become the baseline. Save "
+            f"under another name (e.g. --lceval-save {saved.path.stem}-next), and replace the "
+            f"baseline once the run passed")
     return BaselineOptions(save_path, saved, min_drop, any_judge, min_coverage)
 
 

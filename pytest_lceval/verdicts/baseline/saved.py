@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from filelock import FileLock
 
@@ -133,15 +134,70 @@ def load_run(path: Path) -> SavedRun:
     if data.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path} has format version {data.get('format_version')}, this "
                          f"pytest-lceval reads {FORMAT_VERSION}; save the baseline again")
-    cells = {
-        nodeid: SavedCell(nodeid, float(cell["score"]), int(cell["n"]), cell["outcome"],
-                          tuple(map(float, cell["scores"])), tuple(cell["case_keys"]),
-                          cell.get("judge", ""), cell.get("suite", ""), cell.get("task", ""),
-                          int(cell.get("length") or 0))
-        for nodeid, cell in data["cells"].items()
-    }
-    return SavedRun(data["name"], path, data["model"], data["fingerprint"], int(data["seed"]),
-                    data["package_version"], data["settings"], data["created"], cells)
+    run = _Fields(path, "", data)
+    cells = run.get("cells", dict)
+    return SavedRun(run.get("name", str), path, run.get("model", str),
+                    run.get("fingerprint", str), run.get("seed", int),
+                    run.get("package_version", str), run.get("settings", dict),
+                    run.get("created", str),
+                    {str(nodeid): _cell(path, str(nodeid), cell) for nodeid, cell in cells.items()})
+
+
+class _Fields:
+    """Typed reads of one object of a saved run: any missing field or value of another type is
+    a ValueError naming the file, the cell (for a cell's field) and the field, so that a
+    hand-edited baseline stops the run in one line before the first cell, never with a
+    KeyError in the middle of it or a NaN compared as "unchanged"."""
+
+    def __init__(self, path: Path, cell: str, data: Any) -> None:
+        self.where = f"{path}: " + (f"cell {cell!r}: " if cell else "")
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.where}is {type(data).__name__}, not an object")
+        self.data = data
+
+    def fail(self, name: str, problem: str) -> ValueError:
+        return ValueError(f"{self.where}field {name!r} {problem}; save the baseline again "
+                          f"with --lceval-save")
+
+    def get(self, name: str, kind: type[T], default: T | None = None) -> T:
+        if name not in self.data or (self.data[name] is None and default is not None):
+            if default is not None:
+                return default
+            raise self.fail(name, "is missing")
+        value = self.data[name]
+        if kind is float and _number(value):
+            return cast(T, float(value))
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.fail(name, f"is {value!r}, not {_KINDS.get(kind, kind.__name__)}")
+        return value
+
+    def scores(self, name: str) -> tuple[float, ...]:
+        values = self.get(name, list)
+        for index, value in enumerate(values):
+            if not _number(value) or not math.isfinite(value):
+                raise self.fail(name, f"holds {value!r} at case {index}, not a finite number")
+        return tuple(float(value) for value in values)
+
+
+T = TypeVar("T")
+_KINDS = {str: "a string", int: "a whole number", float: "a number", list: "a list",
+          dict: "an object"}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cell(path: Path, nodeid: str, raw: Any) -> SavedCell:
+    cell = _Fields(path, nodeid, raw)
+    scores, keys = cell.scores("scores"), cell.get("case_keys", list)
+    if len(keys) != len(scores) or not all(isinstance(key, str) for key in keys):
+        raise cell.fail("case_keys", f"holds {len(keys)} values for {len(scores)} scores, or "
+                        f"one that is not a string")
+    return SavedCell(nodeid, cell.get("score", float), cell.get("n", int),
+                     cell.get("outcome", str), scores, tuple(keys), cell.get("judge", str, ""),
+                     cell.get("suite", str, ""), cell.get("task", str, ""),
+                     cell.get("length", int, 0))
 
 
 # -- pairing --------------------------------------------------------------------------------
