@@ -27,6 +27,8 @@ class Reply:
     """Seconds to wait before answering (at most a few, so every test stays bounded)."""
     drop: bool = False
     """Close the connection instead of answering, as a server killed mid-request does."""
+    page: str | None = None
+    """An HTML page sent instead of ``body`` (a login portal in front of the server)."""
     trickle: float = 0.0
     """Seconds between bytes: the whole answer, status line and headers included, is sent one
     byte at a time, its JSON padded to TRICKLE_BYTES, until the client hangs up (at most
@@ -155,13 +157,15 @@ class FakeServer:
                 if reply.drop:
                     self.close_connection = True
                     return
-                payload = json.dumps(reply.body).encode()
+                payload = json.dumps(reply.body).encode() if reply.page is None \
+                    else reply.page.encode()
                 if reply.trickle:
                     self._trickle(reply, payload.ljust(TRICKLE_BYTES))
                     return
                 try:
                     self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", "application/json" if reply.page is None
+                                     else "text/html; charset=utf-8")
                     self.send_header("content-length", str(len(payload)))
                     for name, value in reply.headers.items():
                         self.send_header(name, value)

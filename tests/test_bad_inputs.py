@@ -163,6 +163,12 @@ def served(answer: Callable[[Seen], Reply]) -> Setup:
     return make
 
 
+def login_portal(given: Given) -> list[str]:
+    """A login portal in front of the server: every path answers 200 with an HTML page."""
+    given.server.answer = lambda request: Reply(page="<html><body>Sign in</body></html>")
+    return [f"--lceval-base-url={given.server.url}"]
+
+
 def _trickles(request: Seen) -> Reply:
     """The right answer, a byte a second, padded so that it would take over an hour."""
     return dataclasses.replace(default_answer(request), trickle=1.0)
@@ -365,6 +371,9 @@ CASES = [
     Case("openai-tokenizer-missing", ("--model", "openai:served", "--lceval-tokenizer",
                                       "/no/such/tokenizer"),
          ("--lceval-tokenizer /no/such/tokenizer", "no such folder")),
+    Case("base-url-login-page", ("--model", "openai:served"),
+         ("--lceval-base-url", "answered GET /models with text/html", "a login page",
+          "the URL that ends in /v1"), login_portal),
     Case("base-url-scheme", ("--lceval-base-url", "ftp://host/v1"),
          ("--lceval-base-url", "http(s) URL")),
     Case("base-url-garbage", ("--lceval-base-url", "localhost"),

@@ -8,6 +8,7 @@ what identifies the weights in the fingerprint (the same for every replica liste
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Sequence
@@ -132,7 +133,7 @@ def health_check(serving: ServingOptions) -> None:
 def _check_reachable(client: openai.OpenAI, url_option: str) -> None:
     endpoint = endpoint_of(client)
     try:
-        client.models.list()
+        models_listing(client, url_option)
     except openai.APIConnectionError as exc:
         if isinstance(exc, openai.APITimeoutError):
             cause = f"no answer in {HEALTH_TIMEOUT:g} s"
@@ -177,17 +178,32 @@ def load_counter(model: str, serving: ServingOptions, chat_template: str) -> HFT
             f"that holds it") from None
 
 
+def models_listing(client: openai.OpenAI, url_option: str) -> list[dict[str, Any]]:
+    """The entries of the server's GET /models, as it sent them. An answer that is not the
+    API's JSON (a login portal's HTML page, sent with status 200) is a ValueError naming
+    ``url_option``: the client's own parsing fails on it deep inside, with an AttributeError."""
+    raw = client.models.with_raw_response.list()
+    try:
+        body = json.loads(raw.text)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        kind = raw.headers.get("content-type", "no content type").split(";")[0]
+        raise ValueError(f"the server at {endpoint_of(client)} answered GET /models with "
+                         f"{kind}, not the OpenAI API's JSON (a login page or a proxy?): point "
+                         f"{url_option} at the API itself, the URL that ends in /v1")
+    data = body.get("data")
+    return [entry for entry in data if isinstance(entry, dict)] if isinstance(data, list) else []
+
+
 def served_entry(client: openai.OpenAI, model: str) -> dict[str, Any]:
     """The server's /models entry for ``model``, every field it sent; {} when it lists none."""
     try:
-        listing = client.with_options(max_retries=0, timeout=10.0).models.list()
-    except openai.APIError:
+        listing = models_listing(client.with_options(max_retries=0, timeout=10.0),
+                                 "--lceval-base-url")
+    except (openai.APIError, ValueError):
         return {}
-    for entry in listing.data:
-        if entry.id == model:
-            fields: dict[str, Any] = entry.to_dict()
-            return fields
-    return {}
+    return next((entry for entry in listing if entry.get("id") == model), {})
 
 
 def served_identity(entry: dict[str, Any]) -> dict[str, Any]:
