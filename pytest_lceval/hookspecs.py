@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .models.scoring import ScoringModel
     from .report.finding import Finding
     from .results.cells import CellResult, Judgement
+    from .run.plan import PlannedCell
     from .run.suite import MoreTasks, Suite
     from .settings import Settings
     from .verdicts.criteria import Criterion

@@ -60,6 +60,7 @@ pytest_plugins = [
     "pytest_lceval.fetch.fetch_plugin",
     "pytest_lceval.models.serving_plugin",
     "pytest_lceval.verdicts.baseline.baseline_plugin",
+    "pytest_lceval.verdicts.baseline.pooled_plugin",
     "pytest_lceval.verdicts.effective.effective_plugin",
     "pytest_lceval.report.summary",
     "pytest_lceval.report.badge",

@@ -161,6 +161,10 @@ class RunProgress:
                 for line in suites[name].header() if name in suites else ():
                     self.board.log(line)
             self.board.log(self.tracker.plan_line())
+            for lines in self.config.hook.pytest_lceval_plan(config=self.config,
+                                                             plan=self.tracker.plan):
+                for line in lines or ():
+                    self.board.log(line)
             self.board.set_run(self._status)
 
     def _status(self) -> str:

@@ -41,12 +41,13 @@ class PlannedCell:
     """Cells expected to take alike when their tokens are unknown: suite and length label."""
     length: int = 0
     """The cell's context length in tokens; 0 when it is not one (Task Haystack's)."""
+    task: str = ""
 
     @classmethod
     def of(cls, cell: Cell) -> PlannedCell:
         known = cell.length > 0
         return cls(cell.suite, cell.samples, cell.samples * cell.length if known else None,
-                   f"{cell.suite}/{cell.length_label}", cell.length)
+                   f"{cell.suite}/{cell.length_label}", cell.length, cell.task)
 
 
 def split_by_window(plan: Mapping[str, PlannedCell],

@@ -1,0 +1,113 @@
+"""The comparison with a saved run decided per suite and per task (pooled over cells, Holm over
+tasks), and the plan's line of what each level can detect, through real runs of the recall
+suite on the reduced grid (2 cases per cell) with the mock model."""
+
+from __future__ import annotations
+
+import pytest
+from toy_suite import RECALL_SUITE
+
+from pytest_lceval.verdicts.baseline.pooled import SUITE_GATE, TASK_GATE, Pairs, decide
+from pytest_lceval.verdicts.stats import holm, planned_detectable_drop, planned_power
+
+REDUCED = ["--lceval-grid", "reduced", "--lceval-threshold", "0", "-p", "no:randomly"]
+"""24 recall cells of 2 cases; threshold 0, so only the comparison can fail the run."""
+GOOD = "mock:grep"
+LOSES_15 = "mock:grep?cliff=0&after=0.8"
+"""Answers a fifth of the prompts mock:grep answers with nothing, by the prompt's hash: the
+recall suite (0.750 with mock:grep, which cannot do vt, cwe and fwe) loses 15 points in
+expectation, on every task it answers; these prompts' hashes make it 12 of 48 cases."""
+
+
+@pytest.fixture
+def recall(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    return pytester
+
+
+def test_a_uniform_drop_at_2_cases_per_cell_fails_the_suite_gate_and_the_plan_said_so(
+        recall: pytest.Pytester) -> None:
+    recall.runpytest("--model", GOOD, *REDUCED, "--lceval-save", "base").assert_outcomes(
+        passed=24)
+    compared = recall.runpytest("--model", LOSES_15, *REDUCED, "--lceval-run", "cmp",
+                                "--lceval-compare", "base")
+    compared.assert_outcomes(passed=24)  # no cell of 2 cases can fail its own comparison
+    assert compared.ret == pytest.ExitCode.TESTS_FAILED
+    compared.stdout.fnmatch_lines([
+        "lceval: plan: 1 suite (recall), 24 cells, 48 cases*",
+        "lceval: compared with baseline 'base', recall can detect (power 0.8, alpha 0.05) a "
+        "drop of 0.31 over its 48 paired cases; per task (Holm over 12): none; per cell: none",
+        "lceval: warning: recall cannot detect a drop of --lceval-min-drop 0.05 at these "
+        "samples (only 0.31): --samples 56 would reach it (with a baseline saved at as many)",
+        "*lceval: suite gate FAILED baseline_suite: recall pooled over 24 compared cells: "
+        "0.500 vs 0.750 in baseline 'base', difference -0.250 (95% CI -0.369 to -0.117), "
+        "exact McNemar p=0.000488 (12 worse, 0 better), N=48: significant drop of at least "
+        "--lceval-min-drop 0.05",
+        "lceval: suite gate PASSED baseline_tasks: recall per task (Holm over 12 tasks, alpha "
+        "0.05): no task dropped significantly*"])
+    same = recall.runpytest("--model", GOOD, *REDUCED, "--lceval-run", "same",
+                            "--lceval-compare", "base")
+    assert same.ret == pytest.ExitCode.OK
+    same.stdout.fnmatch_lines(["*suite gate PASSED baseline_suite: recall pooled over 24 "
+                               "compared cells: 0.750 vs 0.750*N=48: unchanged*"])
+
+    required = recall.runpytest("--model", LOSES_15, *REDUCED, "--lceval-run", "release",
+                                "--lceval-compare", "base", "--lceval-require-power")
+    assert required.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in required.stderr.lines if line] == [
+        "ERROR: pytest-lceval: --lceval-require-power: recall cannot detect a drop of "
+        "--lceval-min-drop 0.05 at these samples (only 0.31): --samples 56 would reach it "
+        "(with a baseline saved at as many)"]
+    assert not (recall.path / "reports" / "release" / "results.jsonl").exists()
+
+    enough = recall.runpytest("--model", GOOD, *REDUCED, "--lceval-run", "lenient",
+                              "--lceval-compare", "base", "--lceval-require-power",
+                              "--lceval-min-drop", "0.35", "--collect-only")
+    assert enough.ret == pytest.ExitCode.OK
+    assert "lceval: warning" not in enough.stdout.str()
+
+
+def _pairs(base: list[float], current: list[float], cells: int = 1) -> Pairs:
+    return Pairs(base, current, cells)
+
+
+def test_the_suite_is_tested_first_then_its_tasks_with_holm() -> None:
+    lost = _pairs([1.0] * 20, [0.0] * 8 + [1.0] * 12)  # 8 of 20 worse: McNemar p = 0.0078
+    kept = _pairs([1.0] * 20, [1.0] * 20)
+    suite, tasks = decide("base", "s", {"a": lost, "b": kept, "c": kept}, 0.05)
+    assert (suite.criterion, suite.passed) == (SUITE_GATE, False)
+    assert (tasks.criterion, tasks.passed) == (TASK_GATE, False)
+    assert tasks.message.startswith("s per task (Holm over 3 tasks, alpha 0.05): 1 regressed "
+                                    "by at least --lceval-min-drop 0.05: a 1.000 -> 0.600 "
+                                    "(-0.400, N=20, Holm p=0.0234)")
+    assert tasks.properties["tasks"]["b"]["p_holm"] == 1.0
+
+    # a task's loss that the other tasks' gains offset: the suite's test does not reject, so
+    # no task is tested (the price of holding the family's error at alpha)
+    gained = _pairs([0.0] * 20, [1.0] * 8 + [0.0] * 12)
+    suite, tasks = decide("base", "s", {"a": lost, "b": gained}, 0.05)
+    assert suite.passed and tasks.passed and tasks.properties["tested"] is False
+    assert "not tested, the suite's pooled test found no significant change" in tasks.message
+
+    # one task: the suite's gate is the task's
+    assert [g.criterion for g in decide("base", "s", {"a": lost}, 0.05)] == [SUITE_GATE]
+    # significant, but smaller than --lceval-min-drop
+    [small] = decide("base", "s", {"a": lost}, 0.5)
+    assert small.passed and "significant but smaller than --lceval-min-drop 0.5" in small.message
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order() -> None:
+    assert holm([0.01, 0.04, 0.03, float("nan")]) == pytest.approx([0.04, 0.09, 0.09, 1.0])
+    assert holm([0.5]) == [0.5] and holm([]) == []
+
+
+def test_the_planned_drop_is_where_the_planned_power_reaches_0_8() -> None:
+    for variance in (0.0, 0.1875, 0.25):
+        for n in (48, 240, 4800):
+            drop = planned_detectable_drop(variance, n)
+            assert planned_power(variance, n, drop) == pytest.approx(0.8, abs=1e-6)
+            assert planned_power(variance, n, 0.9 * drop) < 0.8
+    assert planned_detectable_drop(0.25, 5) == float("inf")  # fewer than 6 cases: none
+    # more cases detect less; a stricter alpha (Holm's step over 12 tasks) detects less
+    assert planned_detectable_drop(0.2, 480) < planned_detectable_drop(0.2, 48)
+    assert planned_detectable_drop(0.2, 480, alpha=0.05 / 12) > planned_detectable_drop(0.2, 480)
