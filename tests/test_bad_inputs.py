@@ -310,6 +310,10 @@ CASES = [
     Case("data-is-a-file", ("--lceval-data", "given/notes.txt"),
          ("--lceval-data", "not a directory"), folder(("notes.txt", b"x"))),
     Case("data-env", (), ("$LCEVAL_DATA", "not a directory"), env("LCEVAL_DATA", "/no/such")),
+    Case("progress-every-word", (), ("$LCEVAL_PROGRESS_EVERY='abc'", "number of seconds",
+                                     "e.g. 30"), env("LCEVAL_PROGRESS_EVERY", "abc")),
+    Case("progress-every-negative", (), ("$LCEVAL_PROGRESS_EVERY='-5'", "seconds >= 0"),
+         env("LCEVAL_PROGRESS_EVERY", "-5")),
     # ini keys
     Case("ini-batch-size", (), ("ini key lceval_batch_size", "--lceval-batch-size"),
          ini("lceval_batch_size = 0")),
@@ -362,6 +366,9 @@ CASES = [
     Case("model-mock-name", ("--model", "mock:nosuch"), ("--model=mock:nosuch", "mock:grep")),
     Case("model-mock-parameter", ("--model", "mock:grep?window=wide"),
          ("--model=mock:grep?window=wide", "'wide'")),
+    Case("model-mock-unknown-parameter", ("--model", "mock:grep?windw=512"),
+         ("--model=mock:grep?windw=512", "unknown parameter 'windw' (did you mean window?)",
+          "mock: knows after, cliff, miss, mode, reach, text, window")),
     Case("model-vllm-missing-folder", ("--model", "vllm:/no/such/model"),
          ("--model=vllm:/no/such/model", "no model folder")),
     # a served model

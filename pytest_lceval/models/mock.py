@@ -27,17 +27,19 @@ import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl
 
 from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend
 from .base import Renderer, cut_at_stop
 from .mock_judge import JUDGE_MODES, judge_reply
 from .options import LoadOptions
+from .spec_params import spec_params
 
 _PIECE = re.compile(r"\s*\S+|\s+$")
 _NEEDLE = re.compile(r"for ([\w\-]+) is:? ([\w\-]+)")
 _JSON_PAIR = re.compile(r'"([\w\-]+)": "([\w\-]+)"')
+PARAMETERS = ("window", "miss", "cliff", "after", "reach", "text", "mode")
+"""The ``?key=value`` parameters the mocks read (see the module docstring)."""
 MOCK_VERSION = 2
 """Part of the fingerprint: bump it when a mock's answers change, so stores never serve the old
 behaviour's answers."""
@@ -180,4 +182,4 @@ def _hash_score(prompt: str, option: str) -> float:
 
 def load_mock(rest: str, options: LoadOptions) -> MockBackend:
     name, _, query = rest.partition("?")
-    return MockBackend(name, dict(parse_qsl(query)), options)
+    return MockBackend(name, spec_params(query, PARAMETERS, "mock:"), options)

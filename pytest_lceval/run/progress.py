@@ -22,6 +22,7 @@ and hands lines to the process's board.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -209,12 +210,17 @@ LOG_EVERY_ENV = "LCEVAL_PROGRESS_EVERY"
 
 
 def log_seconds() -> float:
-    """A bad value of the variable falls back to the default: progress is never worth failing
-    a run for."""
+    """The variable's seconds; ValueError naming it for a value that is not a number of seconds
+    >= 0 (start-up checks it, so a typo is said once instead of ignored)."""
+    text = os.environ.get(LOG_EVERY_ENV, "30")
     try:
-        return max(0.0, float(os.environ.get(LOG_EVERY_ENV, "30")))
+        seconds = float(text)
     except ValueError:
-        return 30.0
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise ValueError(f"${LOG_EVERY_ENV}={text!r} is not a number of seconds >= 0: set it "
+                         f"to e.g. 30 (the default), 0 for a line at every step, or unset it")
+    return seconds
 
 
 _measuring = threading.local()

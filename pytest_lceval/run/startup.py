@@ -34,6 +34,7 @@ from ..results.whole_file import OutOfSpace
 from ..settings import SETTINGS, lookup
 from ..store.database import StoreFull
 from .data import DataError
+from .progress import log_seconds
 from .selection import check_task_names, known_task_names
 
 MADE_FOLDERS = pytest.StashKey[list[Path]]()
@@ -52,6 +53,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     settings = config.stash[SETTINGS]
     check_task_names(settings, known_task_names(config))
+    try:
+        log_seconds()
+    except ValueError as exc:
+        raise pytest.UsageError(f"pytest-lceval: {exc}") from None
     try:
         settings.data_source().essays()  # read (and cached) now: every suite uses them
     except DataError as exc:
