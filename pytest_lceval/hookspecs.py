@@ -13,14 +13,15 @@ if TYPE_CHECKING:
     from .models.registry import LoadOptions, ModelSpec
     from .models.scoring import ScoringModel
     from .report.finding import Finding
+    from .report.section import SummarySection
     from .results.cells import CellResult, Judgement
     from .run.plan import PlannedCell
     from .run.suite import MoreTasks, Suite
     from .settings import Settings
     from .verdicts.criteria import Criterion
-
-
     from .verdicts.verdict import RunVerdict
+
+
 @pytest.hookspec
 def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     """The run's settings, resolved once (frozen) and in ``config.stash[SETTINGS]``: a plugin
@@ -85,6 +86,14 @@ def pytest_lceval_finding(result: CellResult) -> Finding | None:
     """How a measured cell reads in a suite's "look first" line when a plugin's own verdict
     decides it (Task Haystack's t-test, a LongScore drop), on the scale report/findings.py
     gives; None leaves the cell to its score."""
+
+
+@pytest.hookspec
+def pytest_lceval_summary_section(config: pytest.Config,
+                                  results: list[CellResult]) -> SummarySection | None:
+    """What a plugin's own verdict adds to summary.md and summary.json (LongScore's Table-7
+    row and the cells it failed, Task Haystack's FAILs with their t-tests), on the controller
+    at session end; None when it does not apply to the run."""
 
 
 @pytest.hookspec

@@ -87,7 +87,8 @@ def test_summary_markdown_is_short_and_names_verdicts_worst_cells_and_deltas(
                            "failed: pass rate 50% (2/4), 0 skipped")
     assert "| toy | 2 | 2 | 0 | 50% |" in text
     assert "| toy · `toy-1k-50` | 0.000 (0.000–0.242) | string_match_all (0–1) | 12 | " \
-           "FAIL: baseline |" in text
+           "FAIL: baseline | regressed against base: 100.0% → 0.0%, Δ -100.0 points, " \
+           "p &lt;0.001 |" in text
     assert "**2 regressed against `base`:** 2 regressed, 2 unchanged" in text
     assert "Not listed: 2 unchanged" in text and "`toy-1k-0` | string_match_all (0–1) | " \
         "1.000 | 1.000" not in text

@@ -27,6 +27,19 @@ class Finding:
 
 OwnFinding = Callable[[CellResult], "Finding | None"]
 """A plugin's reading of a cell by its own verdict; None when it does not apply."""
+BASELINE = "baseline"
+"""The criterion name of the paired comparison's judgements (see baseline.py)."""
+FAILING_STATUSES = frozenset({"regressed", "unpaired", "other-judge"})
+"""Comparison statuses whose judgement failed the cell."""
+
+
+def cell_label(nodeid: str) -> str:
+    """'suites/test_recall.py::test_recall[json_kv-8k-50]' -> 'json_kv-8k-50': what pytest
+    prints and ``-k`` selects."""
+    tail = nodeid.rpartition("::")[2]
+    if tail.endswith("]") and "[" in tail:
+        return tail[tail.index("[") + 1 : -1]
+    return tail
 
 
 def percent(value: object) -> str:

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..results.cells import CellResult
-from .finding import Finding, OwnFinding, percent
-from .summary import BASELINE, FAILING_STATUSES, cell_label
+from .finding import BASELINE, FAILING_STATUSES, Finding, OwnFinding, cell_label, percent
 
 LOOK_FIRST = 3
 """Cells named in a suite's 'look first' line."""

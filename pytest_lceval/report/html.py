@@ -79,6 +79,9 @@ HEATMAPS: ArtifactGroup = ("heatmap", "Depth × length heatmaps", None)
 FAIL = "FAIL"
 """How a table's 'verdict' column marks a failed row (Task Haystack's t-test tables)."""
 SHOWN_SUFFIXES = (".png", ".svg", ".csv", ".md")
+READING_ORDER = {".md": 0, ".png": 1, ".svg": 1, ".csv": 2}
+"""Within a group: the verdict's tables (Task Haystack's per-test table, LongScore's Table 7),
+then the figures, then the per-resample data, folded."""
 STYLE = """<style>
 .lceval h2 { margin-top: 1.5em; } .lceval h3 { margin: 1em 0 0.3em; }
 .lceval img.plot { max-width: 100%; margin: 4px 8px 8px 0; border: 1px solid #ddd;
@@ -331,7 +334,8 @@ def _artifact_html(path: Path, siblings: set[str]) -> str:
             return f"<p class='muted'>The same table for scripts: {name}</p>"
         with path.open(newline="", encoding="utf-8") as handle:
             rows = list(csv.reader(handle))
-        return csv_html(path.name, rows)
+        return (f"<details><summary>{name}: {max(0, len(rows) - 1)} rows, the data behind the "
+                f"tables above: show</summary>{csv_html(path.name, rows)}</details>")
     if path.suffix == ".md":
         text = clip(path.read_text(encoding="utf-8"), 20_000)
         return f"<h4>{name}</h4>{markdown_html(text)}"
@@ -343,11 +347,13 @@ def assign_artifacts(run_dir: Path, suites: list[str], groups: Sequence[Artifact
     """Output files by section: a suite's name, or a group title when no suite claims them.
 
     A file belongs to suite S if its name starts with '<prefix>-S' (longest S wins), else to the
-    group's home suite when that suite ran, else to a section of its own.
+    group's home suite when that suite ran, else to a section of its own. A group's files read
+    in READING_ORDER: its markdown tables first, then its figures, then its data tables.
     """
     sections: dict[str, list[Path]] = {}
     for prefix, title, home in groups:
-        for path in sorted(run_dir.glob(f"{prefix}-*")):
+        for path in sorted(run_dir.glob(f"{prefix}-*"),
+                           key=lambda found: (READING_ORDER.get(found.suffix, 0), found.name)):
             if path.suffix not in SHOWN_SUFFIXES:
                 continue
             named = [s for s in suites if path.name.startswith(f"{prefix}-{s}")]
@@ -390,12 +396,6 @@ def _badge(path: Path) -> str:
     return f'<img alt="{escape(path.name)}" src="{_data_uri(path)}"> ' if path.exists() else ""
 
 
-def run_header(run_dir: Path, summary: RunSummary) -> str:
-    return (f'{STYLE}<div class="lceval">{_badge(badge_path(run_dir))}'
-            f"<p class='{kind}'><b>"
-            f"{escape(headline(summary, marks=False, code=False))}</b></p>"
-            f"<p class='muted'>model {escape(summary.model)} · seed {summary.seed} · run folder "
-            f"{escape(str(run_dir))}</p>"
 def gates_html(summary: RunSummary) -> str:
     """The Gates section: every suite gate of the run's verdict with its rule, what it measured
     and its verdict, failed ones first; '' when the run had none."""
@@ -410,9 +410,15 @@ def gates_html(summary: RunSummary) -> str:
                      ["pass" if gate.passed else "fail" for gate in gates]) + "</div>")
 
 
-            + (f"<p class='muted'>{escape(summary.samples)}</p>" if summary.samples else "")
+def run_header(run_dir: Path, summary: RunSummary) -> str:
     outcome = summary.verdict.outcome
     kind = "pass" if summary.ok else "inconclusive" if outcome == INCOMPLETE else "fail"
+    return (f'{STYLE}<div class="lceval">{_badge(badge_path(run_dir))}'
+            f"<p class='{kind}'><b>"
+            f"{escape(headline(summary, marks=False, code=False))}</b></p>"
+            f"<p class='muted'>model {escape(summary.model)} · seed {summary.seed} · run folder "
+            f"{escape(str(run_dir))}</p>"
+            + (f"<p class='muted'>{escape(summary.samples)}</p>" if summary.samples else "")
             + "</div>" + gates_html(summary))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,14 @@ from ..results.cells import CellResult, Judgement
 from ..results.sample_log import SAMPLES_DIR, logged
 from ..results.score_metric import range_text
 from ..results.whole_file import write_whole
-from ..run.grid import format_length
+from ..run.grid import format_length, parse_length
 from ..verdicts.effective.effective_plugin import effective_rows
 from ..verdicts.effective.length import EffectiveRow
 from ..verdicts.verdict import INCOMPLETE, GateResult, RunVerdict, decide
+from .finding import BASELINE, FAILING_STATUSES, OwnFinding, cell_label
+from .findings import worst_cells
 from .judged import JudgeRow, judge_rows, judge_table
+from .section import SummarySection
 
 SUMMARY_MD = "summary.md"
 SUMMARY_JSON = "summary.json"
@@ -36,15 +39,11 @@ DELTAS_SHOWN = 8
 FAILING_SHOWN = 20
 """Failing comparison rows listed in summary.md and on the terminal before 'and N more'."""
 REASON_CHARS = 140
-BASELINE = "baseline"
-"""The criterion name of the paired comparison's judgements (see baseline.py)."""
 COMPARISON_STATUSES = ("regressed", "unpaired", "other-judge", "small-drop", "improved",
                        "inconclusive", "unchanged", "not-compared")
 """In the order a reviewer acts on them: the comparison's failures first (a significant drop,
 cells that could not be paired), then what moved significantly, then what moved without
 evidence; cells whose every case scored the same, and cells not compared, are only counted."""
-FAILING_STATUSES = frozenset({"regressed", "unpaired", "other-judge"})
-"""Statuses whose judgement failed the cell."""
 COUNTED_ONLY = frozenset({"unchanged", "not-compared"})
 
 
@@ -85,6 +84,9 @@ class CellRow:
     """Criteria that failed the cell (their messages are in ``reason``)."""
     metric: str = ""
     """What the score is, with its range: 'ndcg@10 (0–1)'."""
+    why: str = ""
+    """Why it ranks where it does, by the verdict that decides it (``findings.judge_cell``):
+    'FAIL, LongScore -100.0%, score 0.0%', 'regressed against base: ...'."""
 
     @property
     def verdict(self) -> str:
@@ -192,7 +194,9 @@ class RunSummary:
     total: Tally
     suites: list[Tally]
     worst: list[CellRow]
-    """Failed cells first, then the lowest scores; at most WORST_SHOWN."""
+    """At most WORST_SHOWN cells, worst first by the verdict that decides each
+    (``findings.worst_cells``: regressions, a suite's own FAILs, LongScore's failures, other
+    failures, drops); the lowest scores only when no cell failed or dropped."""
     deltas: list[DeltaRow]
     """Every compared cell, in the reviewer's order (``delta_order``)."""
     verdict: RunVerdict
@@ -206,6 +210,10 @@ class RunSummary:
     """Where every case was logged (--lceval-log-samples); "" when it was not."""
     effective: list[EffectiveRow] = field(default_factory=list)
     """Claimed window vs effective context length, per suite then its tasks."""
+    bad_cells: int = 0
+    """Cells worth a look (failed, regressed, dropped), listed in ``worst`` or not."""
+    sections: list[SummarySection] = field(default_factory=list)
+    """What the plugins' own verdicts add (``pytest_lceval_summary_section``)."""
 
     @property
     def ok(self) -> bool:
@@ -227,14 +235,6 @@ class RunSummary:
                    and (suite is None or d.suite == suite) for d in self.deltas)
 
 
-def cell_label(nodeid: str) -> str:
-    """'suites/test_recall.py::test_recall[json_kv-8k-50]' -> 'json_kv-8k-50'."""
-    tail = nodeid.rpartition("::")[2]
-    if tail.endswith("]") and "[" in tail:
-        return tail[tail.index("[") + 1 : -1]
-    return tail
-
-
 def tally(name: str, results: list[CellResult]) -> Tally:
     counts = Counter(r.outcome for r in results)
     return Tally(name, counts["passed"], counts["failed"], counts["skipped"])
@@ -243,16 +243,19 @@ def tally(name: str, results: list[CellResult]) -> Tally:
 def summarize(run: str, results: list[CellResult],
               suite_verdicts: dict[str, list[Judgement]] | None = None,
               samples: str = "", effective: list[EffectiveRow] | None = None,
-              verdict: RunVerdict | None = None) -> RunSummary:
+              verdict: RunVerdict | None = None, verdicts: Sequence[OwnFinding] = (),
+              sections: Sequence[SummarySection] = ()) -> RunSummary:
     """The run's summary around its ``verdict``; without one (a report drawn from a run folder
-    alone), the verdict of its cells and ``suite_verdicts``."""
+    alone), the verdict of its cells and ``suite_verdicts``. ``verdicts``: the plugins'
+    readings of their own verdicts (``pytest_lceval_finding``), which rank the worst cells;
+    ``sections``: what those verdicts add to the summary."""
     if verdict is None:
         verdict = decide(results, [GateResult(suite, judgement)
                                    for suite, found in sorted((suite_verdicts or {}).items())
                                    for judgement in found])
     suites = sorted({r.suite for r in results})
-    judged = [r for r in results if r.outcome != "skipped" and not math.isnan(r.score)]
-    worst = sorted(judged, key=lambda r: (r.outcome != "failed", r.score, r.nodeid))
+    worst = worst_cells(results, verdicts)
+    bad = [finding for finding in worst if finding.bad]
     deltas = sorted((row for r in results if (row := _delta(r)) is not None), key=delta_order)
     baselines = {j.properties.get("baseline") for r in results for j in r.judgements
                  if j.criterion == BASELINE}
@@ -262,7 +265,7 @@ def summarize(run: str, results: list[CellResult],
         seed=results[0].seed if results else None,
         total=tally("all", results),
         suites=[tally(s, [r for r in results if r.suite == s]) for s in suites],
-        worst=[_row(r) for r in worst[:WORST_SHOWN]],
+        worst=[_row(f.result, f.why) for f in (bad or worst)[:WORST_SHOWN]],
         deltas=deltas,
         verdict=verdict,
         baseline=", ".join(sorted(str(b) for b in baselines)) or None,
@@ -271,14 +274,16 @@ def summarize(run: str, results: list[CellResult],
         judged=judge_rows(results),
         samples=samples,
         effective=effective or [],
+        bad_cells=len(bad),
+        sections=sorted(sections, key=lambda section: section.key),
     )
 
 
-def _row(result: CellResult) -> CellRow:
+def _row(result: CellResult, why: str) -> CellRow:
     return CellRow(result.nodeid, result.suite, cell_label(result.nodeid), result.score,
                    result.ci_low, result.ci_high, result.n, result.outcome, result.reason,
                    tuple(j.criterion for j in result.judgements if not j.passed),
-                   result.metric_label)
+                   result.metric_label, why)
 
 
 def _delta(result: CellResult) -> DeltaRow | None:
@@ -384,7 +389,9 @@ def effective_table(rows: list[EffectiveRow]) -> tuple[list[str], list[list[str]
         moved = f"{row.baseline} → {row.effective} ({row.change})" if row.change else ""
         body.append([row.suite, row.task or "(all tasks)",
                      format_length(row.window) if row.window else "–", row.effective,
-                     " · ".join(f"{n} {s:.2f}" for n, s in row.scores.items()), moved])
+                     " · ".join(f"{n} {s:.2f}" for n, s in
+                                sorted(row.scores.items(), key=lambda item: parse_length(item[0]))),
+                     moved])
     return header, body
 
 
@@ -451,13 +458,23 @@ def to_markdown(summary: RunSummary) -> str:
                 ("" if gate.judgement.applied else " not applied:")
             lines.append(f"| {gate.name} | {gate.suite} | {_md_cell(gate.rule)} | {mark} "
                          f"{_md_cell(gate.judgement.message)} |")
+    for section in summary.sections:
+        lines += ["", f"**{section.title}**", "", *section.lines]
     if summary.worst:
-        lines += ["", "**Worst cells**", "", "| cell | score (95% CI) | metric | N | verdict |",
-                  "|---|--:|---|--:|---|"]
+        lines += ["", "**Worst cells** (ranked by the verdict that decides each: regressions, a "
+                      "suite's own FAILs, LongScore's failures, other failures, drops; the "
+                      "lowest scores when none)", "",
+                  "| cell | score (95% CI) | metric | N | verdict | why |",
+                  "|---|--:|---|--:|---|---|"]
         for row in summary.worst:
             lines.append(f"| {row.suite} · `{_md_cell(row.label)}` | {number(row.score)} "
                          f"({number(row.ci_low)}–{number(row.ci_high)}) | "
-                         f"{_md_cell(row.metric)} | {row.n} | {_md_cell(row.verdict)} |")
+                         f"{_md_cell(row.metric)} | {row.n} | {_md_cell(row.verdict)} | "
+                         f"{_md_cell(row.why)} |")
+        more = summary.bad_cells - WORST_SHOWN
+        if more > 0:
+            lines.append(f"\n{more} more failed or dropped cells: every cell, with its outcome "
+                         f"and reason, is in {SUMMARY_JSON} (`cells`) and the HTML report.")
     if summary.samples:
         lines += ["", summary.samples]
     return "\n".join(lines) + "\n"
@@ -468,18 +485,25 @@ def _comparison_markdown(summary: RunSummary) -> list[str]:
     only counted."""
     shown = shown_deltas(summary.deltas)
     lines = [f"**{comparison_headline(summary)}:** {delta_counts(summary.delta_counts)}"]
+    header = ["", "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
+                  "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
     if shown:
-        lines += ["", "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
-                      "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
-        lines += [f"| {d.suite} · `{_md_cell(d.label)}` | {_md_cell(d.metric)} | "
-                  f"{number(d.baseline)} | "
-                  f"{number(d.current)} | {number(d.difference, True)} ({interval(d)}) | "
-                  f"{pvalue(d.p_value)} | {detectable(d)} | {d.status} |" for d in shown]
-    hidden = Counter(d.status for d in summary.deltas if d not in shown)
+        lines += header + [_delta_line(d) for d in shown]
+    folded = summary.failing_deltas[FAILING_SHOWN:]
+    if folded:  # the terminal's "and N more in summary.md" points here
+        lines += ["", f"<details><summary>{len(folded)} more failing cells</summary>", *header,
+                  *(_delta_line(d) for d in folded), "", "</details>"]
+    hidden = Counter(d.status for d in summary.deltas if d not in shown and not d.failing)
     if hidden:
         lines.append(f"\nNot listed: {delta_counts(hidden)} (every cell in {SUMMARY_JSON} and "
                      f"the HTML report).")
     return lines
+
+
+def _delta_line(d: DeltaRow) -> str:
+    return (f"| {d.suite} · `{_md_cell(d.label)}` | {_md_cell(d.metric)} | "
+            f"{number(d.baseline)} | {number(d.current)} | {number(d.difference, True)} "
+            f"({interval(d)}) | {pvalue(d.p_value)} | {detectable(d)} | {d.status} |")
 
 
 def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
@@ -515,9 +539,10 @@ def samples_note(run_dir: Path) -> str:
 def write_summary(run_dir: Path, results: list[CellResult],
                   suite_verdicts: dict[str, list[Judgement]] | None = None,
                   effective: list[EffectiveRow] | None = None,
-                  verdict: RunVerdict | None = None) -> RunSummary:
+                  verdict: RunVerdict | None = None, verdicts: Sequence[OwnFinding] = (),
+                  sections: Sequence[SummarySection] = ()) -> RunSummary:
     summary = summarize(run_dir.name, results, suite_verdicts, samples_note(run_dir), effective,
-                        verdict)
+                        verdict, verdicts, sections)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_whole(run_dir / SUMMARY_MD, to_markdown(summary))
     write_whole(run_dir / SUMMARY_JSON, strict_json.dumps(to_json(summary, results), indent=1,
@@ -548,8 +573,10 @@ def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  results: list[CellResult],
                                  suite_verdicts: dict[str, list[Judgement]],
                                  verdict: RunVerdict) -> None:
-    config.stash[RUN_SUMMARY] = write_summary(run_dir, results, suite_verdicts,
-                                              effective_rows(config, results), verdict)
+    config.stash[RUN_SUMMARY] = write_summary(
+        run_dir, results, suite_verdicts, effective_rows(config, results), verdict,
+        [lambda r: config.hook.pytest_lceval_finding(result=r)],
+        config.hook.pytest_lceval_summary_section(config=config, results=results))
 
 
 @pytest.hookimpl(trylast=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...report.finding import cell_label, fixed
+from ...report.section import LISTED, SummarySection
 from ...results import strict_json
 from ...results.cells import CellResult
 from .figures import draw_diagnostic, draw_niah
@@ -115,8 +117,18 @@ def build_summary(results: list[CellResult]) -> dict[str, Any]:
         "skipped": sum(r.outcome == "skipped" for r in results),
         "refused": sum(r.outcome == "failed" and HaystackMetrics.of(r) is None
                        for r in results),
-        "rows": table, "icl_effective": effective,
+        "rows": table, "icl_effective": effective, "tests": test_rows(cells),
     }
+
+
+def test_rows(cells: list[Measured]) -> list[dict[str, Any]]:
+    """One row per test (task x permutation, per setting and length), in the order of the
+    Table-2 rows, then task and permutation: what each verdict rests on."""
+    ordered = sorted(cells, key=lambda c: (*_order([c]), c.result.task, c.metrics.permutation))
+    return [{"test": cell_label(r.nodeid), "setting": m.setting,
+             "length_setting": m.length_setting, "task": r.task, "permutation": m.permutation,
+             "stream_index": m.stream_index, "s_acc": m.s_acc, "l_acc": m.l_acc, "t": m.t,
+             "p": m.p, "verdict": m.verdict} for r, m in ordered]
 
 
 def _order(cells: list[Measured]) -> tuple[str, int, int]:
@@ -129,7 +141,20 @@ def markdown(summary: dict[str, Any]) -> str:
     if summary["offline_pack"]:
         lines += [f"Offline self-made task pack ({summary['source']}), reduced defaults: "
                   f"{summary['reduced_defaults'] or 'none'}. Not comparable with the paper.", ""]
-    lines += ["| setting | length | tasks | tokens (mean) | S-acc | L-acc | pass | fail / pass / "
+    lines += ["## Per test", "", "Task x permutation: Single-task (S-acc) and Lifelong (L-acc) "
+              "accuracy, each the mean over resamples, and the paired t-test of Lifelong against "
+              "Single-task over resamples (FAIL: t < 0, p < 0.05; EXCEL: t > 0, p < 0.05).", "",
+              "| setting | length | task | permutation | stream index | S-acc | L-acc | t | p | "
+              "verdict |", "|---|---|---|--:|--:|--:|--:|--:|--:|---|"]
+    for test in summary["tests"]:
+        verdict = f"**{FAIL}**" if test["verdict"] == FAIL else test["verdict"]
+        index = "–" if test["stream_index"] is None else test["stream_index"]
+        lines.append(f"| {test['setting']} | {test['length_setting']} | {test['task']} | "
+                     f"{test['permutation']} | {index} | {100 * test['s_acc']:.1f} | "
+                     f"{100 * test['l_acc']:.1f} | {fixed(test['t'], 2)} | "
+                     f"{fixed(test['p'], 3)} | {verdict} |")
+    lines += ["", "## Per setting and length (the paper's Table 2)", "",
+              "| setting | length | tasks | tokens (mean) | S-acc | L-acc | pass | fail / pass / "
               "excel |", "|---|---|---|---|---|---|---|---|"]
     for row in summary["rows"]:
         lines.append(
@@ -149,6 +174,42 @@ def markdown(summary: dict[str, Any]) -> str:
               "Per-resample accuracies: haystack-resamples.csv (pair by resample id to recompute "
               "every verdict with scipy.stats.ttest_rel)."]
     return "\n".join(lines) + "\n"
+
+
+def verdict_section(results: list[CellResult]) -> SummarySection | None:
+    """summary.md's Task Haystack block: the pass rate per setting and length (Table 2's), and
+    every FAIL with the accuracies and the paired t-test that failed it, most negative t first;
+    None when no cell reached a verdict."""
+    cells = measured(results)
+    if not cells:
+        return None
+    rows = build_summary(results)["rows"]
+    fails = sorted((c for c in cells if c.metrics.verdict == FAIL),
+                   key=lambda c: (c.metrics.t, c.result.nodeid))
+    lines = ["Lifelong ICL against Single-task ICL, paired t-test over resamples (FAIL: "
+             "Lifelong significantly worse, p < 0.05); per test: `haystack-summary.md`.", "",
+             "| setting | length | tests | pass rate | FAIL | S-acc | L-acc |",
+             "|---|---|--:|--:|--:|--:|--:|"]
+    lines += [f"| {row['setting']} | {row['length_setting']} | {row['tests']} | "
+              f"{100 * row['pass_rate']:.1f}% | {row['fail']} | {100 * row['s_acc']:.1f} | "
+              f"{100 * row['l_acc']:.1f} |" for row in rows]
+    if fails:
+        lines += ["", "FAIL, most negative t first:", "",
+                  "| test | S-acc | L-acc | t | p |", "|---|--:|--:|--:|--:|"]
+        lines += [f"| `{cell_label(c.result.nodeid)}` | {100 * c.metrics.s_acc:.1f} | "
+                  f"{100 * c.metrics.l_acc:.1f} | {fixed(c.metrics.t, 2)} | "
+                  f"{fixed(c.metrics.p, 3)} |"
+                  for c in fails[:LISTED]]
+        if len(fails) > LISTED:
+            lines.append(f"\nand {len(fails) - LISTED} more in summary.json "
+                         f"(`sections.{PREFIX}`).")
+    return SummarySection(PREFIX, "Task Haystack", tuple(lines), {
+        "rows": rows,
+        "fail": [{"nodeid": c.result.nodeid, "task": c.result.task,
+                  "setting": c.metrics.setting, "length_setting": c.metrics.length_setting,
+                  "permutation": c.metrics.permutation, "s_acc": c.metrics.s_acc,
+                  "l_acc": c.metrics.l_acc, "t": c.metrics.t, "p": c.metrics.p}
+                 for c in fails]})
 
 
 def write_reports(run_dir: Path, results: list[CellResult]) -> Written:

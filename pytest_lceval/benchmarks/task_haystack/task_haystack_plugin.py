@@ -8,10 +8,12 @@ import math
 import pytest
 
 from ...report.finding import Finding, fixed, percent
+from ...report.section import SummarySection
 from ...results.cells import CellResult
 from ...settings import Settings
 from . import config as haystack_config
 from .metrics import HaystackMetrics
+from .report import verdict_section
 from .suite import HaystackSuite, TTestCriterion
 from .verdict import FAIL
 
@@ -54,6 +56,12 @@ def pytest_lceval_finding(result: CellResult) -> Finding | None:
     return Finding(result, f"{haystack.verdict}, stream index {haystack.stream_index}, "
                            f"L-acc {percent(haystack.l_acc)} vs S-acc {percent(haystack.s_acc)}, "
                            f"t {fixed(haystack.t, 2)}", fail, (2 if fail else 7, 0, t))
+
+
+@pytest.hookimpl
+def pytest_lceval_summary_section(results: list[CellResult]) -> SummarySection | None:
+    """summary.md's Task Haystack block: pass rates and every FAIL with S-acc, L-acc, t, p."""
+    return verdict_section(results)
 
 
 @pytest.hookimpl

@@ -35,7 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ....results.records import Case, stable_hash
 from ....run.evaluation import Evaluator, NothingKept
-from ....run.grid import Cell, format_depth, format_length
+from ....run.grid import Cell, format_depth, format_length, parse_length
 from ....run.workers import worker_label
 from ....tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ....verdicts.stats import stratified_mean
@@ -98,7 +98,20 @@ class BaseAbility:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BaseAbility:
-        return cls(**data)
+        """Read back from the store, whose JSON sorts keys as strings ('16k' before '8k'):
+        strata and rules in length order again, so the descriptions list them that way."""
+        ordered: dict[str, dict[str, Any]] = {
+            name: dict(sorted(data[name].items(), key=lambda item: _stratum_order(item[0])))
+            for name in ("strata", "left_out", "rules") if name in data}
+        return cls(**{**data, **ordered})
+
+
+def _stratum_order(stratum: str) -> tuple[int, float]:
+    """'8k@50' -> (8192, 50.0); the base measured alone first."""
+    if stratum == ALONE:
+        return 0, 0.0
+    length, _, depth = stratum.partition("@")
+    return parse_length(length), float(depth or 0)
 
 
 ALL_CASES = "all cases of the run's cells"

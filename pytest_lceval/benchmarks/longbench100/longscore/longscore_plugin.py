@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from ....report.finding import Finding, percent
+from ....report.section import SummarySection
 from ....results.cells import CellResult, Judgement
 from ....run.grid import format_length
 from ....run.suite import suites_of
 from ....settings import SETTINGS, Settings
 from .config import LongScoreSettings, add_options, resolve
 from .criterion import CRITERION, LongScoreCriterion
-from .summary import write_summaries
+from .summary import verdict_section, write_summaries
 
 LONGSCORE = pytest.StashKey[LongScoreSettings]()
 MEAN_GATE = "longscore_mean"
@@ -87,6 +88,16 @@ def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
             reporter.write_line(f"lceval: LongScore summary {path.name}")
             for line in path.read_text(encoding="utf-8").splitlines()[4:7]:
                 reporter.write_line("  " + line)
+
+
+@pytest.hookimpl
+def pytest_lceval_summary_section(config: pytest.Config,
+                                  results: list[CellResult]) -> SummarySection | None:
+    """summary.md's LongScore block (Table-7 row per suite, the cells it failed)."""
+    settings = config.stash.get(LONGSCORE, None)
+    if settings is None:
+        return None
+    return verdict_section(results, settings.minimum, settings.base)
 
 
 @pytest.hookimpl

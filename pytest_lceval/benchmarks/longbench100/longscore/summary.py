@@ -26,10 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from ....report.finding import cell_label
+from ....report.section import SummarySection, listed
 from ....results.cells import CellResult
 from ....run.grid import format_depth, format_length
 from ....verdicts.stats import longscore
 from .config import RELEASED
+from .criterion import CRITERION
 
 PREFIX = "longscore"
 
@@ -116,15 +119,23 @@ def long_lengths(rows: list[TaskRow]) -> list[int]:
     return sorted({length for row in rows for length in row.long_cells})
 
 
-def overall(rows: list[TaskRow]) -> tuple[float | None, float | None, float | None]:
+def overall(rows: list[TaskRow], length: int | None = None
+            ) -> tuple[float | None, float | None, float | None]:
     """The model's (Base, Avg score, Avg LC): means over the tasks measured at long lengths
-    with a base, and LongScore of those means (see the module docstring)."""
-    measured = [r for r in rows if r.base is not None and r.avg_score is not None]
+    with a base, and LongScore of those means (see the module docstring); with ``length``, the
+    same at that long length alone (the model's score and LC there)."""
+    def score_of(row: TaskRow) -> float | None:
+        if length is None:
+            return row.avg_score
+        return row.score_at(length) if length in row.long_cells else None
+
+    measured = [(r, base, score) for r in rows
+                if (base := r.base) is not None and (score := score_of(r)) is not None]
     if not measured:
         return _mean([r.base for r in rows if r.base is not None]), None, None
-    base = float(np.mean([r.base for r in measured]))
-    score = float(np.mean([r.avg_score for r in measured]))
-    return base, score, longscore(score, base, max(r.floor for r in measured))
+    base = float(np.mean([b for _, b, _ in measured]))
+    score = float(np.mean([s for _, _, s in measured]))
+    return base, score, longscore(score, base, max(r.floor for r, _, _ in measured))
 
 
 def rules(rows: list[TaskRow], base_lengths: str, minimum: float | None, mode: str) -> str:
@@ -206,6 +217,66 @@ def write_csv(path: Path, suite: str, model: str, rows: list[TaskRow]) -> None:
         writer.writerow([suite, model, "overall", window, "", _csv(base), _csv(score),
                          _csv(lc, 1.0)]
                         + [""] * (2 * len(lengths)))
+
+
+def verdict_section(results: list[CellResult], minimum: float | None,
+                    mode: str = RELEASED) -> SummarySection | None:
+    """summary.md's LongScore block: per suite with long cells, its Table-7 row (base ability,
+    the model's LC at each long length, Avg score, Avg LC) and the cells LongScore failed,
+    lowest LC first; None when no suite has a long cell (LongScore does not apply)."""
+    by_suite = {suite: rows for suite, rows in task_rows(results).items() if long_lengths(rows)}
+    if not by_suite:
+        return None
+    lengths = sorted({n for rows in by_suite.values() for n in long_lengths(rows)})
+    bound = "recorded, not asserted (--longscore-min unset)" if minimum is None else \
+        f"a long cell fails below --longscore-min {minimum:+g}%"
+    lines = [f"100-LongBench's Table 7 per suite, in percent (--longscore-base {mode}; "
+             f"{bound}); per task: `{PREFIX}-<suite>.md`.", "",
+             "| suite | claimed length | base ability | "
+             + "".join(f"LC@{format_length(n)} | " for n in lengths)
+             + "avg score | avg LC | failed on LongScore |",
+             "|---|--:|--:|" + "--:|" * len(lengths) + "--:|--:|--:|"]
+    suites, failed_lines = [], []
+    for suite, rows in by_suite.items():
+        base, score, lc = overall(rows)
+        at = {n: overall(rows, n)[2] if n in long_lengths(rows) else None for n in lengths}
+        cells = [c for row in rows for group in row.long_cells.values() for c in group]
+        failed = sorted((c for c in cells if _failed_on_longscore(c)),
+                        key=lambda c: (float(c.metrics["longscore"]), c.nodeid))
+        window = max(r.window for r in rows)
+        lines.append(f"| {suite} | {format_length(window) if window else '?'} | {_pct(base)} | "
+                     + "".join(f"{_num(at[n]) if n in long_lengths(rows) else 'n/a'} | "
+                               for n in lengths)
+                     + f"{_pct(score)} | {_num(lc)} | {len(failed)} of {len(cells)} |")
+        if failed:
+            failed_lines.append(f"{suite}: " + listed([_failed_text(c) for c in failed],
+                                                       PREFIX))
+        suites.append({
+            "suite": suite, "claimed_length": window, "base": base, "avg_score": score,
+            "avg_lc": lc, "long_cells": len(cells),
+            "lc_by_length": [{"length": format_length(n), "tokens": n, "lc": at[n]}
+                             for n in lengths if n in long_lengths(rows)],
+            "failed": [{"nodeid": c.nodeid, "lc": c.metrics["longscore"],
+                        "ci_low": c.metrics.get("longscore_ci_low"),
+                        "ci_high": c.metrics.get("longscore_ci_high"), "score": c.score,
+                        "n": c.n} for c in failed]})
+    if failed_lines:
+        lines += ["", "Failed on LongScore, lowest LC first:", "",
+                  *(f"- {line}" for line in failed_lines)]
+    return SummarySection(PREFIX, "LongScore", tuple(lines),
+                          {"minimum": minimum, "base_mode": mode, "suites": suites})
+
+
+def _failed_on_longscore(result: CellResult) -> bool:
+    return any(j.criterion == CRITERION and not j.passed for j in result.judgements)
+
+
+def _failed_text(result: CellResult) -> str:
+    """'`toy-3k-50` -100.0% (95% CI -100.0..-34.4), score 0.000 (N=5)'."""
+    low, high = result.metrics.get("longscore_ci_low"), result.metrics.get("longscore_ci_high")
+    ci = "" if low is None or high is None else f" (95% CI {_num(low)}..{_num(high)})"
+    return (f"`{cell_label(result.nodeid)}` {_num(result.metrics['longscore'])}%{ci}, score "
+            f"{result.score:.3f} (N={result.n})")
 
 
 PANEL_COLUMNS = 4
