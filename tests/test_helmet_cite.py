@@ -59,7 +59,7 @@ def context(data: Path | None, template: bool = False) -> BuildContext:
     tokenizer = WordTokenizer()
     return BuildContext(tokenizer, Renderer((lambda user: f"<u>{user}</u>") if template else None,
                                             lambda text: len(tokenizer.encode(text))),
-                        DataSource(data), seed=0)
+                        DataSource(data), seed=4)
 
 
 class KeywordScorer:
@@ -86,10 +86,10 @@ class KeywordScorer:
 def test_asqa_prompt_is_helmets_template_with_two_demonstrations() -> None:
     [case] = ASQA.build(Cell("cite", "alce_asqa", 4096, None, 1), context(FIXTURE_DATA))
     demo_heads = [line for line in case.prompt.split("\n") if line.startswith("Question: ")]
-    assert demo_heads == ["Question: What colour is the flag of Tessary?",
+    assert demo_heads == ["Question: When did the Valen river ferry close?",
                           "Question: Who wrote the song Lanterns at Dusk?",
                           "Question: Who founded the Orrin Observatory?"]
-    assert case.prompt.startswith(ASQA_INSTRUCTION + "\n\nQuestion: What colour is the flag")
+    assert case.prompt.startswith(ASQA_INSTRUCTION + "\n\nQuestion: When did the Valen river")
     assert case.prompt.count("\n\n\n" + ASQA_INSTRUCTION) == 2  # HELMET's demo separator
     assert case.prompt.endswith(
         "\n\n\n" + ASQA_INSTRUCTION + "\n\nQuestion: Who founded the Orrin Observatory?\n\n"

@@ -135,3 +135,58 @@ def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], smollm2: HFT
             differing.append((case.index, theirs, case.prompt))
     assert not differing, differing[0]
     conformance.record("HELMET load_alce", "prompts", len(cases), len(cases) - len(differing))
+
+
+def selection_agreement(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
+                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, alce_data: Path,
+                        kind: str, samples: int) -> tuple[int, int]:
+    """(compared, identical): HELMET's ``load_data`` run as ``eval.py`` runs it (the global
+    ``random`` seeded with the run seed first) on the raw ALCE-format file and the prompt file,
+    against the project's cases: the same question at each place (``shuffle(seed)`` then
+    ``select(range(N))``) with the same two demonstrations (``random.sample`` per row of the
+    file)."""
+    import random
+
+    import datasets
+
+    from .helmet_harness import cache_datasets_in
+
+    data, _ = helmet
+    cache_datasets_in(tmp_path, monkeypatch)
+    monkeypatch.setattr(datasets.Dataset, "map", _uncached_map(datasets.Dataset.map))
+    args = SimpleNamespace(shots=2, max_test_samples=samples, seed=SEED)
+    random.seed(SEED)
+    loaded = data.load_data(args, f"alce_{kind}_5",
+                            str(alce_data / "alce" / f"{kind}_eval_gtr_top2000.json"),
+                            str(alce_data / "alce" / f"{kind}_revised.json"))
+    rows = list(loaded["data"])
+    task = builtin_task(f"alce_{kind}")
+    context = BuildContext(smollm2, smollm2.renderer, DataSource(alce_data), SEED)  # type: ignore[arg-type]
+    cases = task.build(Cell("cite", task.name, 4096, None, samples), context)
+    assert len(rows) == len(cases) == samples
+    return samples, sum(row["question"] == case.meta["question"]
+                        and row["demo_text"].rstrip("\n") in case.prompt
+                        for row, case in zip(rows, cases, strict=True))
+
+
+def _uncached_map(plain: Callable[..., Any]) -> Callable[..., Any]:
+    """``Dataset.map`` that always calls the function (a cached map would skip HELMET's draws
+    from the global ``random``)."""
+    def map_(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["load_from_cache_file"] = False
+        return plain(self, *args, **kwargs)
+    return map_
+
+
+@pytest.mark.parametrize("kind", ["asqa", "qampari"])
+def test_questions_and_demonstrations_are_the_ones_helmet_chooses(
+        helmet: tuple[ModuleType, ModuleType], smollm2: HFText, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, alce_data: Path, conformance: Any, kind: str) -> None:
+    """HELMET chooses for itself, from the raw file, the prompt file and the seed: 40 of the
+    file's 60 questions, in its order, each with its pair of demonstrations. (Before, the
+    project's own seeded shuffle and per-case draws: on a 150-question file with N = 100, 64
+    questions shared, 7 with the same demonstrations.)"""
+    compared, identical = selection_agreement(helmet, smollm2, monkeypatch, tmp_path, alce_data,
+                                              kind, 40)
+    assert identical == compared
+    conformance.record("HELMET load_alce", "prompts", compared, identical)

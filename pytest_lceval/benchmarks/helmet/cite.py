@@ -10,6 +10,12 @@ so the count follows the tokenizer. HELMET's cite config uses the chat template;
 prompt ends in "Answer:" as HELMET's completion prompt does, and the output is scored after
 "Answer:" as HELMET's ``eval.py`` scores it.
 
+Which questions, with which demonstrations, as HELMET chooses them: the first N of the file in
+the order of ``Dataset.shuffle(seed)`` (``load_data``), and for each the pair the global
+``random.sample`` gave its row after ``random.seed(seed)`` (``demo_draws``); the same at every
+length. The substitute holds the last 200 questions of that order out as its demonstrations'
+pool.
+
 Correctness is the case score (ASQA: STR-EM; QAMPARI: recall-5). Citation recall and precision
 need an entailment scorer (``cite_plugin``, ``--lceval-cite-nli``): ``cell_metrics`` (the
 suite's ``CountsOutputs`` hook) records them per cell when one is set, with HELMET's Cite number
@@ -56,6 +62,7 @@ from .cite_metrics import (
     sentences,
     str_em,
 )
+from .pipeline import shuffled
 
 SHOTS = 2
 """HELMET's ``shots: 2``, drawn per case from the prompt file's four demonstrations."""
@@ -101,8 +108,7 @@ class CiteTask:
         path, source = source_of(context.data, self.alce_file, self.demo_file)
         pool = load_nq(path) if source == SUBSTITUTE else None
         questions = pool.questions if pool is not None else load_alce(path, self.kind)
-        order = list(range(len(questions)))
-        random.Random(case_seed(context.seed, self.name, "questions")).shuffle(order)
+        order = shuffled(len(questions), context.seed)
         if pool is not None:  # the substitute's demonstrations come from held-out questions
             order, held_out = order[:-DEMO_POOL], order[-DEMO_POOL:]
             demos = substitute_demos(self.kind, pool, held_out,
@@ -112,10 +118,11 @@ class CiteTask:
         if cell.samples > len(order):
             raise CellDoesNotFit(f"{cell.samples} samples asked, {path} has {len(order)} "
                                  f"test questions")
+        draws = demo_draws(len(questions), demos.demos, context.seed)
         cases = []
         for index, chosen in enumerate(order[:cell.samples]):
             rng = random.Random(case_seed(context.seed, self.name, index))
-            shots = rng.sample(demos.demos, SHOTS)
+            shots = draws[chosen]
             question = questions[chosen]
             if pool is None:
                 documents, gold = list(question.documents), None
@@ -201,6 +208,16 @@ class _Frame:
         user = (f"{demo_text}{self.demos.instruction}\n\nQuestion: {self.question}\n\n"
                 f"{self.demos.context(documents)}")
         return Prompt(user, "" if self.templated else ANSWER_PREFIX)
+
+
+def demo_draws(count: int, demos: Sequence[dict[str, Any]], seed: int
+               ) -> list[list[dict[str, Any]]]:
+    """The two demonstrations of each of ``count`` questions in file order, as HELMET draws
+    them: ``eval.py`` seeds the global ``random`` with the run seed, then ``load_alce`` maps over
+    every row of the file, each calling ``random.sample`` of the prompt file's demonstrations
+    (so a question's pair depends on its place in the file, not on which questions are asked)."""
+    rng = random.Random(seed)
+    return [rng.sample(list(demos), SHOTS) for _ in range(count)]
 
 
 def _fit(render: Callable[[Sequence[Document]], str], documents: list[Document],
