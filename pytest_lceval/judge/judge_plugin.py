@@ -103,6 +103,14 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
     if settings.judge is None and settings.judge2 is not None:
         raise pytest.UsageError("pytest-lceval: --lceval-judge2 needs --lceval-judge (the "
                                 "second judge is compared with the first)")
+    if len(specs) == 2 and (specs[0].spec, specs[0].base_url) == (specs[1].spec,
+                                                                  specs[1].base_url):
+        where = f" at {specs[0].base_url}" if specs[0].base_url else ""
+        raise pytest.UsageError(
+            f"pytest-lceval: --lceval-judge2={specs[1].spec} is the same judge as "
+            f"--lceval-judge{where}: it agrees with itself by construction (kappa 1.000), which "
+            f"says nothing of agreement; name a different second judge, or leave "
+            f"--lceval-judge2 out")
     return tuple(specs)
 
 
