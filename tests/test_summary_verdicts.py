@@ -40,7 +40,8 @@ def test_a_longscore_failed_run_names_table_7_and_ranks_its_failures_first(
         suite: pytest.Pytester) -> None:
     suite.runpytest(*LONGSCORE_RUN, "--lceval-run", "ls").assert_outcomes(passed=8, failed=4)
     text, data = summary(suite, "ls")
-    assert "**LongScore**" in text
+    assert "**LongScore**" in text and "per task: `longscore-toy.md`." in text
+    assert (suite.path / "reports" / "ls" / "longscore-toy.md").exists()
     assert ("| suite | claimed length | base ability | LC@3k | LC@4k | avg score | avg LC | "
             "failed on LongScore |") in text
     assert "| toy | 8k | 66.7 | +0.0 | +0.0 | 66.7 | +0.0 | 2 of 6 |" in text

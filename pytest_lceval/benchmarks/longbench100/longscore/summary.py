@@ -230,8 +230,9 @@ def verdict_section(results: list[CellResult], minimum: float | None,
     lengths = sorted({n for rows in by_suite.values() for n in long_lengths(rows)})
     bound = "recorded, not asserted (--longscore-min unset)" if minimum is None else \
         f"a long cell fails below --longscore-min {minimum:+g}%"
+    files = ", ".join(f"`{PREFIX}-{suite}.md`" for suite in by_suite)
     lines = [f"100-LongBench's Table 7 per suite, in percent (--longscore-base {mode}; "
-             f"{bound}); per task: `{PREFIX}-<suite>.md`.", "",
+             f"{bound}); per task: {files}.", "",
              "| suite | claimed length | base ability | "
              + "".join(f"LC@{format_length(n)} | " for n in lengths)
              + "avg score | avg LC | failed on LongScore |",
