@@ -16,6 +16,8 @@ from pytest_lceval.benchmarks.longbench100.longscore.base import (
     ALL_CASES,
     N_THIRD,
     BaseAbility,
+    base_strata,
+    base_value,
     length_weighted_mean,
 )
 from pytest_lceval.benchmarks.longbench100.longscore.config import LongScoreSettings
@@ -59,6 +61,19 @@ def test_base_weighs_each_length_equally() -> None:
     # (1.0 + 0.5 + 0.0) / 3, not the pooled mean of 7 cases (4/7).
     assert stratified_mean([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0], [0.0]]) == pytest.approx(0.5)
     assert math.isnan(stratified_mean([[], []]))
+
+
+def test_base_is_pooled_by_default_and_per_length_on_request() -> None:
+    """The released code's base is one mean over every kept case (10/7/4 kept: 13/21), the
+    per-length mean (the paper's reading) weighs 2k, 4k and 6k the same; the bootstrap
+    resamples the pooled base as one set."""
+    strata = {"2k": [1.0] * 10, "4k": [1.0] * 2 + [0.0] * 5, "6k": [1.0] + [0.0] * 3}
+    assert LongScoreSettings((2048, 4096, 6144), None, 0.05).base_mean == "pooled"
+    assert base_value(strata, "pooled") == pytest.approx(13 / 21)
+    assert base_value(strata, "per-length") == pytest.approx((1.0 + 2 / 7 + 1 / 4) / 3)
+    assert base_strata(strata, "pooled") == [[*strata["2k"], *strata["4k"], *strata["6k"]]]
+    assert base_strata(strata, "per-length") == list(strata.values())
+    assert math.isnan(base_value({}, "pooled")) and math.isnan(base_value({}, "per-length"))
 
 
 def test_base_weighs_each_base_length_equally_over_its_depths() -> None:

@@ -9,8 +9,10 @@ Choices, and why:
   (task, depth) would hide a depth weakness that already exists at 2k.)
 - **Every measured base case when the run has the base cells**: a base length among the run's
   lengths contributes all N cases of its cell (the answers are in the store already, so this
-  asks the model nothing new), and the base is the mean of the base lengths' means, each
-  length weighted equally. Only a base length the run does not measure is sampled by the
+  asks the model nothing new), and the base is the mean of every kept base case, pooled
+  (``--longscore-base-mean pooled``, as the released code scores its length-0 file) or the mean
+  of the base lengths' means, each length weighted equally (``per-length``). Only a base length
+  the run does not measure is sampled by the
   paper's N/3 rule: the first ceil(N/3) cases of exactly the cell the grid would build there.
   (With N = 3 the N/3 rule alone keeps one case per length, so a 22 % task read as 0 or 1.)
   ``BaseAbility.rules`` records which rule each length took.
@@ -39,9 +41,9 @@ from ....run.grid import Cell, format_depth, format_length, parse_length
 from ....run.workers import worker_label
 from ....tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ....verdicts.stats import stratified_mean
-from .config import RELEASED, LongScoreSettings
+from .config import POOLED, RELEASED, LongScoreSettings
 
-BASE_VERSION = 3
+BASE_VERSION = 4
 """Part of the store key: bump when the way the base is computed changes."""
 
 
@@ -50,8 +52,8 @@ class BaseAbility:
     """A task's base ability and the per-case scores behind it (for the bootstrap)."""
 
     value: float
-    """Mean over base lengths of their mean scores (length_weighted_mean), 0..1; NaN when
-    nothing was measured."""
+    """The mean score (``base_value``: pooled over every kept case, or over base lengths of
+    their means), 0..1; NaN when nothing was measured."""
     strata: dict[str, list[float]]
     """Per (base length[, depth]) stratum, e.g. '2k' or '2k@50', the kept cases' scores."""
     left_out: dict[str, str] = field(default_factory=dict)
@@ -154,6 +156,7 @@ class BaseAbilities:
         cases, left_out, rules = self._base_cases(evaluator, suite, task)
         key = stable_hash({
             "longscore-base": BASE_VERSION, "base": self.settings.base,
+            "mean": self.settings.base_mean,
             "fingerprint": model.fingerprint,
             "suite": suite, "task": task.name, "judge": evaluator.judge_identity(task),
             "prior_knowledge": evaluator.settings.prior_knowledge_threshold,
@@ -161,7 +164,8 @@ class BaseAbilities:
                       for stratum, group in cases.items()},
         })
         return model.store.compute_once(
-            key, lambda: _measure(evaluator, task, cases, left_out, rules),
+            key, lambda: _measure(evaluator, task, cases, left_out, rules,
+                                  self.settings.base_mean),
             encode=BaseAbility.to_json, decode=BaseAbility.from_json)
 
     def _base_cases(self, evaluator: Evaluator, suite: str, task: GenerationTask
@@ -231,7 +235,7 @@ def _alone(task: AloneBase, cell: Cell, context: BuildContext, window: int
 
 
 def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[Case]],
-             left_out: dict[str, str], rules: dict[str, str]) -> BaseAbility:
+             left_out: dict[str, str], rules: dict[str, str], mean: str) -> BaseAbility:
     """Answer (through the store, all strata in one batch) and score the base cases by the
     pipeline every cell takes (``Evaluator.answer``: the prior-knowledge filter first)."""
     flat = [(stratum, case) for stratum, group in cases.items() for case in group]
@@ -251,7 +255,24 @@ def _measure(evaluator: Evaluator, task: GenerationTask, cases: dict[str, list[C
     left = {**left_out, **{stratum: f"every case excluded by the prior-knowledge filter "
                                     f"(no-context score >= {threshold:g})"
                            for stratum in cases if stratum not in strata}}
-    return BaseAbility(length_weighted_mean(strata), strata, left, requests, rules)
+    return BaseAbility(base_value(strata, mean), strata, left, requests, rules)
+
+
+def base_value(strata: dict[str, list[float]], mean: str) -> float:
+    """The base ability of these kept scores: POOLED, one mean over them all (the released
+    code's scorer over its length-0 file); PER_LENGTH, ``length_weighted_mean``. NaN when
+    nothing was measured."""
+    if mean == POOLED:
+        return stratified_mean(base_strata(strata, mean))
+    return length_weighted_mean(strata)
+
+
+def base_strata(strata: dict[str, list[float]], mean: str) -> list[list[float]]:
+    """The strata a bootstrap of the base resamples within: one pooled set under POOLED,
+    else each stratum."""
+    if mean == POOLED:
+        return [[score for scores in strata.values() for score in scores]]
+    return [scores for scores in strata.values() if scores]
 
 
 def length_weighted_mean(strata: dict[str, list[float]]) -> float:

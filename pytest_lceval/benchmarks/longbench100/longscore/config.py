@@ -20,6 +20,13 @@ BASES = (RELEASED, PAPER)
 100-LongBench's released code (``generate_dataset.py``) makes its length-0 files: the QA and
 summary tasks on their gold passages alone (no distractors, no length), the others on the base
 lengths; ``paper``, as its §3.2 states: every task on the base lengths."""
+POOLED, PER_LENGTH = "pooled", "per-length"
+BASE_MEANS = (POOLED, PER_LENGTH)
+"""--longscore-base-mean: how a base ability averages its cases. ``pooled``, as the released
+code scores it (``eval_trec.py``'s ``scorer`` averages every kept case of the length-0 file,
+which holds the 2k, 4k and 6k contexts together); ``per-length``, each base length's mean
+weighted the same, as the paper's (S_2k + S_4k + S_6k) / 3 reads. They differ when the
+prior-knowledge filter keeps unequal counts per length (e.g. 10/7/4)."""
 OFF = ("off", "none")
 """Values of --longscore-base-lengths that turn LongScore off."""
 
@@ -36,6 +43,8 @@ class LongScoreSettings:
     """Least mean LC in percent over a suite's long cells (a suite-level gate); None = off."""
     base: str = RELEASED
     """RELEASED or PAPER (see BASES)."""
+    base_mean: str = POOLED
+    """POOLED or PER_LENGTH (see BASE_MEANS)."""
 
     def role(self, length: int) -> str:
         """'base' for a base length, 'long' beyond the longest one, 'short' otherwise.
@@ -60,7 +69,8 @@ class LongScoreSettings:
             return "off"
         bound = "recorded only" if self.minimum is None else f"LC >= {self.minimum:g}%"
         return (f"base lengths {','.join(format_length(n) for n in self.base_lengths)} "
-                f"(--longscore-base {self.base}), floor {self.floor:g}, {bound}")
+                f"(--longscore-base {self.base}, --longscore-base-mean {self.base_mean}), "
+                f"floor {self.floor:g}, {bound}")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -76,6 +86,10 @@ def add_options(parser: pytest.Parser) -> None:
                          f"100-LongBench's released code: QA and summary tasks on their gold "
                          f"passages alone, other tasks on the base lengths) or {PAPER} (the "
                          f"paper: every task on the base lengths)")
+    group.addoption("--longscore-base-mean", dest="longscore_base_mean", default=None,
+                    help=f"how the base ability averages its cases: {POOLED} (default, "
+                         f"100-LongBench's released code: one mean over every kept base case) "
+                         f"or {PER_LENGTH} (each base length's mean weighted the same)")
     group.addoption("--longscore-floor", dest="longscore_floor", default=None,
                     help=f"base ability (0..1) below which LongScore is undefined (default "
                          f"{DEFAULT_FLOOR})")
@@ -87,6 +101,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("longscore_base_lengths", "default --longscore-base-lengths", type="string")
     parser.addini("longscore_floor", "default --longscore-floor", type="string")
     parser.addini("longscore_base", "default --longscore-base", type="string")
+    parser.addini("longscore_base_mean", "default --longscore-base-mean", type="string")
 
 
 def resolve(config: pytest.Config, reduced_grid: bool = False) -> LongScoreSettings:
@@ -107,6 +122,8 @@ def resolve(config: pytest.Config, reduced_grid: bool = False) -> LongScoreSetti
         mean_minimum=get("longscore_mean_min", _percent, None,
                          "Give a percentage such as --longscore-mean-min -10."),
         base=get("longscore_base", _base, RELEASED, f"Give {' or '.join(BASES)}."),
+        base_mean=get("longscore_base_mean", _base_mean, POOLED,
+                      f"Give {' or '.join(BASE_MEANS)}."),
     )
 
 
@@ -114,6 +131,13 @@ def _base(text: Any) -> str:
     value = str(text).strip().lower()
     if value not in BASES:
         raise ValueError(f"unknown base {text!r}")
+    return value
+
+
+def _base_mean(text: Any) -> str:
+    value = str(text).strip().lower()
+    if value not in BASE_MEANS:
+        raise ValueError(f"unknown base mean {text!r}")
     return value
 
 

@@ -20,7 +20,7 @@ from ....run.grid import case_seed, format_length
 from ....tasks.base import GenerationTask
 from ....verdicts.criteria import Assessment, Evidence
 from ....verdicts.stats import longscore, longscore_ci
-from .base import BaseAbilities, BaseAbility, BaseAbilityNeed, MeasuredBase
+from .base import BaseAbilities, BaseAbility, BaseAbilityNeed, MeasuredBase, base_strata
 from .config import LongScoreSettings
 
 CRITERION = "longscore"
@@ -67,7 +67,8 @@ class LongScoreCriterion:
         if lc is None:
             return self._undefined(result, base, metrics)
         low, high = longscore_ci(
-            result.scores, list(base.strata.values()), self.settings.floor,
+            result.scores, base_strata(base.strata, self.settings.base_mean),
+            self.settings.floor,
             seed=case_seed(self.seed, CRITERION, result.task, result.length, result.depth))
         metrics.update({"longscore": round(lc, 3), "longscore_ci_low": _round(low),
                         "longscore_ci_high": _round(high)})
@@ -117,6 +118,7 @@ def _base_metrics(role: str, base: BaseAbility, settings: LongScoreSettings,
                                          in base.rules.items()),
         "longscore_base_strata": ",".join(base.strata),
         "longscore_base_mode": settings.base,
+        "longscore_base_mean": settings.base_mean,
         "longscore_base_on": base.measured_on(),
         "longscore_floor": settings.floor,
         "longscore_window": window,
