@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import _message, store_rows
+from test_bad_inputs import HAYSTACK_SUITE, _message, store_rows
 from toy_suite import SUITE, TOY_TASK
 
 GRID = ["--model", "mock:grep", "--lengths", "256", "--depths", "50", "--samples", "2",
@@ -205,3 +206,37 @@ def test_a_chat_template_that_raises_fails_the_load_with_its_own_message(smollm2
         assert HFText(tokenizer, "off").chat_template is None
     finally:
         tokenizer.chat_template = kept
+
+
+# -- item 10: a test size beyond what the tasks hold -------------------------------------------
+
+
+@pytest.mark.bad_input("haystack-test-size-beyond-the-data")
+def test_a_test_size_beyond_the_tasks_is_counted_as_what_they_hold(
+        pytester: pytest.Pytester) -> None:
+    """--haystack-test-size 1000 over tasks holding 6 and 4 test inputs: the header says which
+    task holds fewer, and the plan and the results count what was tested (10 test inputs), not
+    2,000."""
+    from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK
+
+    data = pytester.path / "data"
+    for task, kept in (("number_parity", 6), ("chat_topic", 4)):
+        shutil.copytree(OFFLINE_PACK / task, data / "llicl" / task)
+        test = data / "llicl" / task / "test.jsonl"
+        test.write_text("".join(test.read_text().splitlines(keepends=True)[:kept]))
+    pytester.makepyfile(test_haystack=HAYSTACK_SUITE)
+    outcome = pytester.runpytest(
+        "--model", "mock:icl", "--lceval-data", str(data), "--haystack-tasks", "all",
+        "--haystack-test-size", "1000", "--haystack-permutations", "1",
+        "--haystack-resamples", "2", "--lceval-run", "r", "--lceval-store",
+        str(pytester.path / "s.sqlite"), "-p", "no:randomly")
+    assert outcome.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    outcome.stdout.fnmatch_lines([
+        "haystack: test size 1000: 2 of 2 tasks hold fewer test inputs (as few as 4: "
+        "chat_topic) and are tested on all they hold; the plan counts those",
+        "lceval: plan: 1 suite (task_haystack), 2 cells, 10 cases*"])
+    rows = {row["task"]: row for row in map(
+        json.loads, (pytester.path / "reports" / "r" / "results.jsonl").read_text().splitlines())}
+    resamples = 2  # each test input is asked once per resample
+    assert {task: row["n"] for task, row in rows.items()} == {"number_parity": 6 * resamples,
+                                                             "chat_topic": 4 * resamples}

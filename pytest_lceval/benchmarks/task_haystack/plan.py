@@ -47,9 +47,16 @@ class HaystackCell(Cell):
         return {"perm": f"p{self.permutation}", "setting": self.setting}
 
 
+def tested_inputs(hs: HaystackSettings) -> dict[str, int]:
+    """The test inputs each task is tested on: the first ``--haystack-test-size`` of its
+    test.jsonl, or all it holds when it holds fewer (the plan counts these, not the option)."""
+    return {name: min(hs.test_size, len(load_task(hs.root, name).test)) for name in hs.tasks}
+
+
 def cells(hs: HaystackSettings, core: Settings) -> list[HaystackCell]:
     """Every test of the run; ``--lceval-tasks`` narrows which tasks are tested (the streams
     keep every task of the length setting)."""
+    inputs = tested_inputs(hs)
     grid: list[HaystackCell] = []
     for setting in hs.settings:
         for length in hs.lengths:
@@ -57,7 +64,7 @@ def cells(hs: HaystackSettings, core: Settings) -> list[HaystackCell]:
             tested = [t for t in subset if not core.tasks or t in core.tasks]
             for permutation in range(hs.permutations):
                 grid.extend(
-                    HaystackCell(SUITE, task, 0, None, hs.test_size, n_task=length.n_task,
+                    HaystackCell(SUITE, task, 0, None, inputs[task], n_task=length.n_task,
                                  n_shot=length.n_shot, permutation=permutation,
                                  setting=setting)
                     for task in tested)

@@ -9,6 +9,7 @@ from pathlib import Path
 from ...models.stored import StoredModel
 from ...results.cells import CellResult, Judgement
 from ...results.score_metric import ScoreMetric
+from ...run.data import DataError
 from ...run.evaluation import Evaluator, Need
 from ...run.grid import Cell
 from ...run.measurement import Measurement
@@ -18,7 +19,7 @@ from ...verdicts.criteria import Assessment, Evidence, VerdictPolicy
 from .config import HaystackSettings
 from .data import available_tasks, load_task
 from .metrics import HaystackMetrics
-from .plan import SUITE, HaystackCell, cells
+from .plan import SUITE, HaystackCell, cells, tested_inputs
 from .report import write_reports
 from .runner import HaystackMeasure, check_stream
 from .verdict import FAIL
@@ -70,6 +71,15 @@ class HaystackSuite(Suite):
         lines = [f"haystack: {hs.source} ({len(hs.tasks)} tasks from {hs.root}), lengths "
                  f"{lengths} (tasks x shots), {hs.permutations} permutations x {hs.resamples} "
                  f"resamples, test size {hs.test_size}, setting {','.join(hs.settings)}"]
+        try:
+            short = {name: n for name, n in tested_inputs(hs).items() if n < hs.test_size}
+        except DataError:  # a broken task file: collection says it, in one line
+            short = {}
+        if short:
+            fewest = min(short, key=lambda name: (short[name], name))
+            lines.append(f"haystack: test size {hs.test_size}: {len(short)} of {len(hs.tasks)} "
+                         f"tasks hold fewer test inputs (as few as {short[fewest]}: {fewest}) "
+                         f"and are tested on all they hold; the plan counts those")
         if hs.offline:
             lines.append("haystack: no llicl/ in --lceval-data: running the self-made offline "
                          f"pack with reduced defaults ({hs.reduced or 'none'})")
