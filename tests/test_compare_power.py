@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from toy_suite import RECALL_SUITE
 
+from pytest_lceval.report.heatmaps import delta_mark, score_grid
+from pytest_lceval.results.cells import read_results
 from pytest_lceval.verdicts.baseline.pooled import SUITE_GATE, TASK_GATE, Pairs, decide
 from pytest_lceval.verdicts.stats import holm, planned_detectable_drop, planned_power
 
@@ -27,10 +29,10 @@ def recall(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_a_uniform_drop_at_2_cases_per_cell_fails_the_suite_gate_and_the_plan_said_so(
         recall: pytest.Pytester) -> None:
-    recall.runpytest("--model", GOOD, *REDUCED, "--lceval-save", "base").assert_outcomes(
-        passed=24)
+    recall.runpytest("--model", GOOD, *REDUCED, "--lceval-run", "base", "--lceval-save",
+                     "base").assert_outcomes(passed=24)
     compared = recall.runpytest("--model", LOSES_15, *REDUCED, "--lceval-run", "cmp",
-                                "--lceval-compare", "base")
+                                "--lceval-compare", "base", f"--html={recall.path / 'r.html'}")
     compared.assert_outcomes(passed=24)  # no cell of 2 cases can fail its own comparison
     assert compared.ret == pytest.ExitCode.TESTS_FAILED
     compared.stdout.fnmatch_lines([
@@ -45,6 +47,22 @@ def test_a_uniform_drop_at_2_cases_per_cell_fails_the_suite_gate_and_the_plan_sa
         "--lceval-min-drop 0.05",
         "lceval: suite gate PASSED baseline_tasks: recall per task (Holm over 12 tasks, alpha "
         "0.05): no task dropped significantly*"])
+    # a Δ heatmap per task (depth x length), current minus baseline, beside the task's own in
+    # the HTML; the tasks without a depth share one (task x length)
+    before = {r.nodeid: r.score for r in read_results(recall.path / "reports" / "base")}
+    after = read_results(recall.path / "reports" / "cmp")
+    run = recall.path / "reports" / "cmp"
+    for task in {r.task for r in after if r.depth is not None}:
+        cells = sorted((r for r in after if r.task == task), key=lambda r: r.length)
+        _, _, grid, _ = score_grid(cells, lambda r: r.depth, delta_mark)
+        assert grid == [pytest.approx([r.score - before[r.nodeid] for r in cells])]
+        assert (run / f"heatmap-recall-{task}-delta.png").is_file()
+    assert (run / "heatmap-recall-delta.png").is_file()
+    assert not list((recall.path / "reports" / "base").glob("*-delta.png"))
+    page = (recall.path / "r.html").read_text(encoding="utf-8")
+    assert 0 < page.index('alt="heatmap-recall-niah_single_1-delta.png"') < page.index(
+        'alt="heatmap-recall-niah_single_1.png"')
+
     same = recall.runpytest("--model", GOOD, *REDUCED, "--lceval-run", "same",
                             "--lceval-compare", "base")
     assert same.ret == pytest.ExitCode.OK
@@ -103,11 +121,12 @@ def test_holm_adjusts_step_down_and_keeps_the_order() -> None:
 
 def test_the_planned_drop_is_where_the_planned_power_reaches_0_8() -> None:
     for variance in (0.0, 0.1875, 0.25):
-        for n in (48, 240, 4800):
+        for n in (12, 48, 240, 4800):
             drop = planned_detectable_drop(variance, n)
             assert planned_power(variance, n, drop) == pytest.approx(0.8, abs=1e-6)
             assert planned_power(variance, n, 0.9 * drop) < 0.8
     assert planned_detectable_drop(0.25, 5) == float("inf")  # fewer than 6 cases: none
+    assert planned_detectable_drop(0.0, 6) == float("inf")  # only a drop beyond the score
     # more cases detect less; a stricter alpha (Holm's step over 12 tasks) detects less
     assert planned_detectable_drop(0.2, 480) < planned_detectable_drop(0.2, 48)
     assert planned_detectable_drop(0.2, 480, alpha=0.05 / 12) > planned_detectable_drop(0.2, 480)

@@ -386,7 +386,8 @@ def planned_power(variance: float, n: int, drop: float, alpha: float = ALPHA) ->
 def planned_detectable_drop(variance: float, n: int, alpha: float = ALPHA,
                             power: float = POWER) -> float:
     """The smallest drop detected with ``power`` (``planned_power`` reaches it); inf when n
-    is below the fewest decisive cases."""
+    is below the fewest decisive cases, or when only a drop of more than the whole 0..1 score
+    would be detected."""
     fewest = fewest_decisive(alpha)
     if n < fewest:
         return math.inf
@@ -395,7 +396,8 @@ def planned_detectable_drop(variance: float, n: int, alpha: float = ALPHA,
     scale = n + z2  # d^2 n = z^2 (2 v + d (1 - d)), solved for d
     spread = (z2 + math.sqrt(z2 * z2 + 8 * z2 * variance * scale)) / (2 * scale)
     by_count = float(stats.gamma.ppf(power, fewest)) / n  # P(Poisson(n d) >= fewest) = power
-    return max(spread, by_count)
+    drop = max(spread, by_count)
+    return drop if drop <= 1.0 else math.inf
 
 
 # -- LongScore (100-LongBench): relative change against the base ability ----------------------
