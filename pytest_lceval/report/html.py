@@ -334,8 +334,8 @@ def _artifact_html(path: Path, siblings: set[str]) -> str:
             return f"<p class='muted'>The same table for scripts: {name}</p>"
         with path.open(newline="", encoding="utf-8") as handle:
             rows = list(csv.reader(handle))
-        return (f"<details><summary>{name}: {max(0, len(rows) - 1)} rows, the data behind the "
-                f"tables above: show</summary>{csv_html(path.name, rows)}</details>")
+        return (f"<details><summary>{name}: {max(0, len(rows) - 1)} rows of data: show</summary>"
+                f"{csv_html(path.name, rows)}</details>")
     if path.suffix == ".md":
         text = clip(path.read_text(encoding="utf-8"), 20_000)
         return f"<h4>{name}</h4>{markdown_html(text)}"
