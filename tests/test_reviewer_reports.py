@@ -89,8 +89,8 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
     ours = [line for line in terminal if line.startswith("lceval: pytest-lceval")]
     assert ours == ["lceval: pytest-lceval 1 regressed against base; 1 of 3 cells failed: pass "
                     "rate 67% (2/3), 0 skipped"]
-    after = terminal[terminal.index(ours[0]) + 1]
-    assert after.startswith("lceval:   regressed toy · toy-1k-55: 1.000 -> 0.000, Δ -1.000")
+    before = terminal[terminal.index(ours[0]) - 1]  # the verdict is the last lceval line
+    assert before.startswith("lceval:   regressed toy · toy-1k-55: 1.000 -> 0.000, Δ -1.000")
     assert not any("inconclusive toy" in line for line in terminal)
 
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
