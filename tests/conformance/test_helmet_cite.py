@@ -65,8 +65,11 @@ def prompts(helmet: tuple[ModuleType, ModuleType]) -> Path:
 
 @pytest.fixture(scope="module")
 def alce_data(tmp_path_factory: pytest.TempPathFactory, prompts: Path) -> Path:
+    return write_alce_data(tmp_path_factory.mktemp("alce_data"), prompts)
+
+
+def write_alce_data(root: Path, prompts: Path) -> Path:
     """A data directory with ALCE-format files made from NQ-oracle and HELMET's prompt files."""
-    root = tmp_path_factory.mktemp("alce_data")
     (root / "alce").mkdir()
     with gzip.open(ORACLE, "rt", encoding="utf-8") as lines:
         rows = [json.loads(next(lines)) for _ in range(3 * ROWS + RETRIEVED)]

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from shared_data import SHARED_DATA
 
-from pytest_lceval.benchmarks.helmet.icl import IclTask, input_seed, label_map, select_tests
+from pytest_lceval.benchmarks.helmet import icl
+from pytest_lceval.benchmarks.helmet.icl import IclTask
 from pytest_lceval.benchmarks.helmet.icl_data import load
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.models.hf_text import HFText
@@ -189,9 +190,10 @@ def gold_agreement(helmet: Helmet, name: str, monkeypatch: pytest.MonkeyPatch,
     rows = helmet_icl(helmet, name, 1, samples)["data"]
     task = icl_task(name)
     data = load(DataSource(SHARED_DATA), task.layout, name)
-    tests = select_tests(data, samples, 42)
+    tests = icl.select_tests(data, samples, 42)
     assert [row["question"] for row in rows] == [example.text for example in tests]
-    ours = [str(label_map(task.num_labels, input_seed(e.text, 42))[e.label]) for e in tests]
+    ours = [str(icl.label_map(task.num_labels, icl.input_seed(e.text, 42))[e.label])
+            for e in tests]
     return len(rows), sum(row["answer"] == gold for row, gold in zip(rows, ours, strict=True))
 
 
