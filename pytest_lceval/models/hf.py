@@ -45,12 +45,14 @@ from typing import Any, TypeVar
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers.generation.stopping_criteria import StopStringCriteria
 
 from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from ..run.workers import worker_count
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost
+from .hf_shared import Runner, StopCheck, common_start, generate_shared
 from .hf_text import HFText, suffix_ids
 from .model_args import args_text, chosen_window, override_config
 from .options import LoadOptions
@@ -71,6 +73,10 @@ attend to their window's cache instead of the whole prompt: Gemma 3 270M on 2 CP
 answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy tokens
 (bench/bench_prefill_chunks.py). A model with only full attention gains nothing and loses 6-13 %
 (SmolLM2 at 8k), so it prefills whole."""
+SHARE_PREFIXES = False
+"""Whether generate batches go through ``hf_shared`` by default. Its sums round differently from
+a padded batch's (logits ~1e-5 apart), which can flip a greedy token at a near tie, so it stays
+off until ``bench/bench_main_job.py`` has shown every answer of the main job unchanged."""
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -139,6 +145,10 @@ class HFBackend(BaseBackend):
         self._last_prefix: _PrefixState | None = None
         self.prefill_chunk: int | None = PREFILL_CHUNK if _has_sliding_layers(config) else None
         """Prompt tokens per prefill step; None prefills the prompt in one forward pass."""
+        self.share_prefixes = SHARE_PREFIXES and self.prefill_chunk is None
+        """Whether a generate batch runs through ``hf_shared`` (each shared prefix prefilled
+        once, no padding, finished rows leave the batch) rather than ``model.generate`` on the
+        padded batch. Not for sliding-window models, whose chunked prefill it does not do."""
         self.rank_top_k = rank_top_k(options)
 
     @cached_property
@@ -242,6 +252,9 @@ class HFBackend(BaseBackend):
     def _generate_batch(self, prompts: list[list[int]], budget: int,
                         stop: tuple[str, ...]) -> list[tuple[str, int]]:
         """(text cut at the first stop string, tokens generated) per prompt of one batch."""
+        if self.share_prefixes:
+            rows = generate_shared(self._runner, prompts, budget, self._stop_check(stop))
+            return [self._finish(row, stop) for row in rows]
         inputs = self.hf_tokenizer.pad({"input_ids": prompts}, padding_side="left",
                                        return_tensors="pt").to(self.device)
         config = GenerationConfig(
@@ -252,6 +265,18 @@ class HFBackend(BaseBackend):
                                      tokenizer=self.hf_tokenizer if stop else None)
         new_tokens = output[:, inputs["input_ids"].shape[1]:].tolist()
         return [self._finish(row, stop) for row in new_tokens]
+
+    @cached_property
+    def _runner(self) -> Runner:
+        return Runner(self.model, self._cache_keyword, cache_of, tuple(self._eos), self._pad)
+
+    def _stop_check(self, stop: tuple[str, ...]) -> StopCheck | None:
+        """transformers' own stop-string test, as ``generate`` builds it from ``stop_strings``."""
+        strings = [text for text in stop if text]
+        if not strings:
+            return None
+        criteria = StopStringCriteria(self.hf_tokenizer, strings)
+        return lambda sequences: criteria(sequences, None)
 
     def _finish(self, row: list[int], stop: tuple[str, ...]) -> tuple[str, int]:
         """Drop the end-of-sequence token and the padding after it; cut at the stop strings."""
@@ -465,18 +490,13 @@ def _shared_heads(suffixes: list[list[int]]) -> list[tuple[int, list[int]]]:
     for index, suffix in enumerate(suffixes):
         if groups:
             head, members = groups[-1]
-            shared = min(head, _common_start(suffixes[members[0]], suffix))
+            shared = min(head, common_start(suffixes[members[0]], suffix))
             if shared >= MIN_HEAD:
                 groups[-1] = (shared, [*members, index])
                 continue
         groups.append((len(suffix), [index]))
     return [(min(head, *(len(suffixes[m]) - 1 for m in members)) if len(members) > 1 else 0,
              members) for head, members in groups]
-
-
-def _common_start(one: list[int], other: list[int]) -> int:
-    return next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
-                min(len(one), len(other)))
 
 
 def _batches(members: list[int], sizes: list[int], fits: Callable[[int, int], bool],
