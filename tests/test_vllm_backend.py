@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from pytest_lceval.models import topk_rank
+from pytest_lceval.models.model_args import ModelArgsError
 from pytest_lceval.models.registry import LoadOptions, MissingDependencyError, load_backend
 from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.results.records import GenerateRequest, Prompt, RankRequest
@@ -230,6 +231,29 @@ def test_fingerprint_includes_the_engine_version(fake_vllm: types.ModuleType,
     first = load_backend(f"vllm:{smollm2}", LoadOptions()).fingerprint
     fake_vllm.__version__ = "0.0-other"  # type: ignore[attr-defined]
     assert load_backend(f"vllm:{smollm2}", LoadOptions()).fingerprint != first
+
+
+def test_config_overrides_and_the_window_reach_the_engine(fake_vllm: types.ModuleType,
+                                                          smollm2: Path) -> None:
+    """--lceval-model-args become hf_overrides in the config keys they change (rope_theta
+    inside rope_parameters, as transformers 5 keeps it), --lceval-window max_model_len; the
+    overrides key the fingerprint, a key the config class lacks stops the load before the
+    engine starts."""
+    plain = load_backend(f"vllm:{smollm2}", LoadOptions())
+    scaled = load_backend(f"vllm:{smollm2}", LoadOptions(
+        model_args={"rope_theta": 400000}, window=16384))
+    kwargs = FakeLLM.made[1].kwargs
+    assert kwargs["hf_overrides"] == {"rope_parameters": {"rope_type": "default",
+                                                          "rope_theta": 400000.0}}
+    assert kwargs["max_model_len"] == 16384
+    assert "hf_overrides" not in FakeLLM.made[0].kwargs
+    assert "max_model_len" not in FakeLLM.made[0].kwargs
+    assert scaled.fingerprint != plain.fingerprint
+    assert scaled.describe()["config_overrides"] == \
+        'rope_parameters={"rope_theta":400000.0,"rope_type":"default"}'
+    with pytest.raises(ModelArgsError, match="LlamaConfig has no key 'rope_thta'"):
+        load_backend(f"vllm:{smollm2}", LoadOptions(model_args={"rope_thta": 4}))
+    assert len(FakeLLM.made) == 2
 
 
 @pytest.mark.real_model
