@@ -14,6 +14,7 @@ import pytest
 from . import hookspecs
 from .models.base import Backend
 from .models.model_args import args_text
+from .models.reference_tokenizer import reference_header
 from .models.registry import LoadOptions, UnknownModelError, check_spec, make_backend
 from .models.scoring import StoredScoring
 from .models.serving import ServingOptions
@@ -164,6 +165,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"lengths {','.join(format_length(n) for n in settings.lengths)}, depths "
             f"{','.join(format_depth(d) for d in settings.depths)}, "
             f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
+        *reference_header(settings.ref_tokenizer),
         _batching_line(settings),
         settings.thresholds_line(),
         *filter(None, [window_line(settings)]),

@@ -227,6 +227,12 @@ def truncated_gguf(given: Given) -> list[str]:
     return []
 
 
+def gguf_without_tokenizer(given: Given) -> list[str]:
+    """A whole GGUF whose header carries no tokenizer (weights only)."""
+    small_gguf(given.pytester.path / "given" / "m.gguf")
+    return []
+
+
 def judged_suite_without_key(given: Given) -> list[str]:
     """The judged toy suite, and no API key anywhere: an openai: judge cannot work."""
     given.pytester.makeconftest(JUDGED_TASK)
@@ -305,6 +311,12 @@ CASES = [
          ("--html", "notes.txt is a file", "writable folder"), folder(("notes.txt", b"x"))),
     Case("store-under-a-file", ("--lceval-store", "given/notes.txt/store.sqlite"),
          ("--lceval-store", "notes.txt is a file"),
+         folder(("notes.txt", b"x"))),
+    Case("ref-tokenizer-gguf-without-tokenizer", ("--lceval-ref-tokenizer=given/m.gguf",),
+         ("--lceval-ref-tokenizer", "m.gguf: this GGUF carries no tokenizer",
+          "tokenizer.ggml.tokens", "give a tokenizer folder"), gguf_without_tokenizer),
+    Case("ref-tokenizer-folder-without-tokenizer", ("--lceval-ref-tokenizer=given",),
+         ("--lceval-ref-tokenizer", "the folder holds no tokenizer", "tokenizer.json"),
          folder(("notes.txt", b"x"))),
     Case("data-missing", ("--lceval-data", "/no/such/dir"), ("--lceval-data", "not a directory")),
     Case("data-is-a-file", ("--lceval-data", "given/notes.txt"),

@@ -240,3 +240,67 @@ def test_a_test_size_beyond_the_tasks_is_counted_as_what_they_hold(
     resamples = 2  # each test input is asked once per resample
     assert {task: row["n"] for task, row in rows.items()} == {"number_parity": 6 * resamples,
                                                              "chat_topic": 4 * resamples}
+
+
+# -- items 7 and 13: the reference tokenizer ---------------------------------------------------
+
+RECALL = (Path(__file__).parent.parent / "suites" / "test_recall.py").read_text()
+RECALL_GRID = ["--lceval-tasks", "niah_single_1", "--lengths", "1k", "--depths", "50",
+               "--samples", "2", "-p", "no:randomly", "--lceval-threshold", "0"]
+
+
+def toy_vocabulary(folder: Path, size: int) -> Path:
+    """A byte-level BPE tokenizer.json of ``size`` tokens, trained here on a little English:
+    it counts a text in several times as many tokens as mock:grep's words."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=size, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(["The special magic number for the island is 42."] * 50,
+                                  trainer)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
+@pytest.mark.bad_input("ref-tokenizer-300-tokens")
+def test_the_header_names_the_reference_and_a_count_far_from_the_models_is_said(
+        pytester: pytest.Pytester) -> None:
+    """A 300-token reference vocabulary: the header names it with its size, and the run says
+    once (a warning, in the summary) that the model counts the prompts far from it."""
+    reference = toy_vocabulary(pytester.path / "ref", 300)
+    size = __import__("tokenizers").Tokenizer.from_file(str(reference)).get_vocab_size()
+    assert 256 < size <= 300
+    pytester.makepyfile(test_recall=RECALL)
+    outcome = pytester.runpytest("--model", "mock:grep", f"--lceval-ref-tokenizer={reference}",
+                                 "--lceval-run", "r", *RECALL_GRID)
+    outcome.assert_outcomes(passed=1)
+    outcome.stdout.fnmatch_lines([
+        f"lceval: lengths in reference tokens of {reference} (a {size}-token vocabulary), not "
+        f"the model's own; the model reads the same text, counted again in its tokenizer for "
+        f"its window",
+        "*ReferenceLengthWarning: --lceval-ref-tokenizer *: the model counts 0.*x the "
+        "reference's tokens on the same prompts (more than 2x apart)*"])
+    assert outcome.stdout.str().count("ReferenceLengthWarning:") == 1
+    [row] = map(json.loads, (pytester.path / "reports" / "r" / "results.jsonl").read_text()
+                .splitlines())
+    assert row["metrics"]["input_tokens_model_mean"] * 2 < row["input_tokens_mean"]
+
+
+def test_a_gguf_reference_gives_its_vocabulary_from_its_header(tmp_path: Path) -> None:
+    """The header's vocabulary of a GGUF reference is read without loading it."""
+    from pytest_lceval.models.reference_tokenizer import check_reference
+
+    gguf = pytest.importorskip("gguf")
+    numpy = pytest.importorskip("numpy")
+    writer = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(["a", "b", "ab", "<s>"])
+    writer.add_tensor("token_embd.weight", numpy.ones((4, 2), dtype=numpy.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert check_reference(tmp_path / "t.gguf") == 4

@@ -1,5 +1,5 @@
-"""What a GGUF file's header says without loading it: how long the file must be, and the
-model's context window.
+"""What a GGUF file's header says without loading it: how long the file must be, the model's
+context window, and how large a vocabulary its tokenizer has (if it carries one).
 
 A download cut short still has a sound header, and the loader then fails deep in the weights with
 numpy's words ("cannot reshape array of size 399424 into shape (576,960)"). The header alone says
@@ -38,6 +38,8 @@ class _Header:
     alignment: int = _DEFAULT_ALIGNMENT
     promised: int | None = None
     """Bytes the file must have (None until the tensor table is read)."""
+    vocabulary: int | None = None
+    """Entries of ``tokenizer.ggml.tokens``: None for a GGUF without a tokenizer."""
 
 
 def check_gguf_size(path: Path) -> None:
@@ -69,6 +71,17 @@ def gguf_window(path: Path) -> int | None:
     return header.context_length if header is not None else None
 
 
+def gguf_vocabulary(path: Path) -> int | None:
+    """How many tokens the tokenizer the header carries has; None when it carries none (or the
+    file cannot be read as GGUF)."""
+    try:
+        with path.open("rb") as handle:
+            header = _read(handle, tensors=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    return header.vocabulary if header is not None else None
+
+
 def _read(handle: BinaryIO, tensors: bool) -> _Header | None:
     """The header's facts; the tensor table (for ``promised``) only when ``tensors``."""
     if handle.read(4) != MAGIC:
@@ -86,6 +99,10 @@ def _read(handle: BinaryIO, tensors: bool) -> _Header | None:
             (header.alignment,) = _unpack(handle, "<" + _FIXED[kind])
         elif key == f"{header.architecture}.context_length" and kind in _UINTS:
             (header.context_length,) = _unpack(handle, "<" + _FIXED[kind])
+        elif key == "tokenizer.ggml.tokens" and kind == _ARRAY:
+            item, header.vocabulary = _unpack(handle, "<IQ")
+            for _ in range(header.vocabulary):
+                _skip_value(handle, item)
         else:
             _skip_value(handle, kind)
     if tensors:

@@ -16,7 +16,7 @@ import pytest
 
 from ..judge.panel import JudgedTask, JudgePanel, Scored
 from ..models.chat_choice import renderer_for
-from ..models.reference_tokenizer import ReferenceTokenizer, ReferenceTokenizerError, load_reference
+from ..models.reference_tokenizer import ReferenceTokenizer, load_reference
 from ..models.scoring import StoredScoring
 from ..models.stored import StoredModel
 from ..results.cells import CellResult
@@ -82,6 +82,9 @@ class Evaluator:
     scoring: dict[str, StoredScoring] = field(default_factory=dict)
     """The plugins' scoring models by name (``pytest_lceval_scoring_models``), behind the
     store; a task's ``cell_metrics`` gets them."""
+    said_length_ratio: bool = False
+    """Whether this process warned that the reference tokenizer and the model count far apart
+    (``ReferenceTokenizer.far_from``): said once, it holds for every cell."""
     _evidence: dict[Hashable, Any] = field(default_factory=dict, repr=False)
     """Measured needs by key (a task's LongScore base ability is measured once per process)."""
 
@@ -101,13 +104,12 @@ class Evaluator:
 
     @functools.cached_property
     def reference(self) -> ReferenceTokenizer | None:
-        """The --lceval-ref-tokenizer, loaded once per process; None without the option."""
+        """The --lceval-ref-tokenizer, loaded once per process; None without the option. One
+        that fails to load raises ReferenceTokenizerError, which stops the run at its first
+        cell (start-up checked what its files tell)."""
         if self.settings.ref_tokenizer is None:
             return None
-        try:
-            return load_reference(self.settings.ref_tokenizer)
-        except ReferenceTokenizerError as exc:
-            pytest.fail(f"pytest-lceval: {exc}", pytrace=False)
+        return load_reference(self.settings.ref_tokenizer)
 
     def answer(self, task: GenerationTask, cases: Sequence[Case], label: str | None = None,
                agreement: bool = True) -> Answered:

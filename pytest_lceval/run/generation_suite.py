@@ -4,13 +4,14 @@ cases built by a registered task, answered through the store, scored by the task
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
 from ..judge.panel import JudgedTask, cell_metric
-from ..models.reference_tokenizer import ReferenceTokenizer
+from ..models.reference_tokenizer import ReferenceLengthWarning, ReferenceTokenizer
 from ..models.scoring import ScoringModel
 from ..results.cells import SAMPLE_CHARS, clip_sample, failing_first
 from ..results.records import Case
@@ -223,6 +224,10 @@ def _model_counts(cases: list[Case], evaluator: Evaluator
     reference: ReferenceTokenizer | None = evaluator.reference
     assert reference is not None
     counts = [model.renderer.count(case.prompt) for case in cases]
+    apart = reference.far_from(counts, [case.prompt_tokens for case in cases])
+    if apart is not None and not evaluator.said_length_ratio:
+        evaluator.said_length_ratio = True  # once per process: it holds for every cell
+        warnings.warn(ReferenceLengthWarning(apart), stacklevel=1)
     totals = [count + case.max_new_tokens for count, case in zip(counts, cases, strict=True)]
     metrics = {
         "length_tokenizer": reference.label,

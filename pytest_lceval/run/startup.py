@@ -26,6 +26,7 @@ import pytest
 
 from ..models.options import RequestFailed
 from ..models.preflight import check_model
+from ..models.reference_tokenizer import ReferenceTokenizerError, check_reference
 from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable
 from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
@@ -61,6 +62,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         settings.data_source().essays()  # read (and cached) now: every suite uses them
     except DataError as exc:
         raise pytest.UsageError(f"pytest-lceval: --lceval-data: {exc}") from None
+    if settings.ref_tokenizer is not None:
+        try:
+            check_reference(settings.ref_tokenizer)
+        except ReferenceTokenizerError as exc:
+            raise pytest.UsageError(f"pytest-lceval: {exc}") from None
     if config.option.collectonly:
         return
     # The store checks its own folder; the run folder is made now, before xdist's workers
