@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+NOT_CONFIGURED = "conformance layer not run: no reference configured"
+"""How the layer's skip reason starts (tests/conformance/conftest.py): the summary repeats it,
+so a run where the layer did not run says so even under ``-q``."""
 PROPERTY = "conformance"
 """The user property a conformance test's counts travel in."""
 KINDS = ("prompts", "outputs")
@@ -56,8 +59,14 @@ class Summary:
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], Count] = defaultdict(Count)
+        self.not_run: dict[str, int] = {}
+        """Conformance tests skipped because no reference is configured, by reason."""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and isinstance(report.longrepr, tuple) \
+                and str(report.longrepr[2]).removeprefix("Skipped: ").startswith(NOT_CONFIGURED):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            self.not_run[reason] = self.not_run.get(reason, 0) + 1
         if report.when != "call":
             return
         for name, value in report.user_properties:
@@ -72,6 +81,8 @@ class Summary:
                                                   + entry["compared"])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for reason, count in self.not_run.items():
+            terminalreporter.write_line(f"{reason}: {count} tests skipped")
         if not self.counts:
             return
         terminalreporter.section("conformance with the papers' reference code")

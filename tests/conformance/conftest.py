@@ -1,7 +1,11 @@
 """The conformance layer: the papers' own code (``../shared/reference``, or
 ``$LCEVAL_REFERENCE``) run as an oracle on the project's inputs.
 
-Every test here skips, with one reason, when the reference folder is absent. ``reference``
+Every test here skips, with one reason, only when no reference is configured (no
+``$LCEVAL_REFERENCE`` and no ``../shared/reference``); ``conformance_tally`` prints that reason
+in the terminal summary of every run, ``-q`` included. A ``$LCEVAL_REFERENCE`` that names no
+folder stops the run with one line naming it, and a file the layer imports that the folder lacks
+fails its tests with one line naming the file. ``reference``
 imports a reference module the way its own scripts run (their folder on ``sys.path``, so
 HELMET's ``from utils import ...`` works) without its top-level names (``utils``, ``data``,
 ``constants``) colliding with another reference's or staying in ``sys.modules`` afterwards.
@@ -26,16 +30,18 @@ from typing import Any
 
 import datasets
 import pytest
+from conformance_tally import NOT_CONFIGURED
 
 from pytest_lceval.benchmarks.ruler.common import RULER_CODES
 from pytest_lceval.models.presets import preset_directory
 
-REFERENCE = Path(os.environ.get("LCEVAL_REFERENCE")
-                 or Path(__file__).resolve().parents[3] / "shared" / "reference")
+CONFIGURED = os.environ.get("LCEVAL_REFERENCE")
+"""The reference folder the user named, if any: then it must be there."""
+REFERENCE = Path(CONFIGURED or Path(__file__).resolve().parents[3] / "shared" / "reference")
 """The pinned copies of HELMET, RULER, 100-LongBench and Lifelong-ICL
 (``../shared/reference/README.md``)."""
-ABSENT = (f"the papers' reference code is not at {REFERENCE} (clone the pinned commits listed in "
-          f"docs/fidelity.md there, or set $LCEVAL_REFERENCE)")
+ABSENT = (f"{NOT_CONFIGURED} ($LCEVAL_REFERENCE is unset and {REFERENCE} is absent: clone the "
+          f"pinned commits listed in docs/fidelity.md there, or set $LCEVAL_REFERENCE)")
 RULER_GIT = Path(os.environ.get("LCEVAL_RULER_GIT")
                  or REFERENCE.parents[1] / ".mirror" / "NVIDIA+RULER" / "repo")
 """A git repository of NVIDIA/RULER with its history (bare or not)."""
@@ -60,6 +66,11 @@ scripts' functions under test never write a manifest)."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if REFERENCE.is_dir():
         return
+    if CONFIGURED:
+        raise pytest.UsageError(
+            f"LCEVAL_REFERENCE={CONFIGURED}: no such folder, so the conformance layer cannot "
+            f"run: point it at the papers' reference code (the commits in docs/fidelity.md) or "
+            f"unset it")
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
@@ -73,6 +84,7 @@ def load_reference(module: str, search: Sequence[Path]) -> ModuleType:
     scripts that append their parent folder at import (HELMET's ``eval_gpt4_*.py``, RULER's
     generators) would otherwise leave a ``utils.py`` there that shadows another reference's
     ``utils`` namespace package, whatever the order of the path."""
+    _require(module, search)
     names = _top_level_names(search)
     saved = {name: mod for name, mod in sys.modules.items() if name.split(".")[0] in names}
     for name in saved:
@@ -86,6 +98,17 @@ def load_reference(module: str, search: Sequence[Path]) -> ModuleType:
         for name in [n for n in sys.modules if n.split(".")[0] in names]:
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+def _require(module: str, search: Sequence[Path]) -> None:
+    """Fail, in one line naming it, when the reference lacks the file of ``module``."""
+    relative = Path(*module.split("."))
+    for folder in search:
+        if (folder / relative.with_suffix(".py")).is_file() or (folder / relative).is_dir():
+            return
+    pytest.fail(f"{search[0] / relative.with_suffix('.py')} is missing: the conformance layer "
+                f"imports it from the reference at {REFERENCE}; restore the pinned copy "
+                f"(docs/fidelity.md)", pytrace=False)
 
 
 def _top_level_names(search: Sequence[Path]) -> set[str]:
