@@ -114,7 +114,8 @@ def test_what_is_read_before_the_weights_is_what_the_loaded_model_has(
     model = backend.model
     assert backend._eos == hf._as_list(model.generation_config.eos_token_id)
     assert backend.identity()["dtype"] == str(model.dtype)
-    assert backend.context_window == hf._context_window(model.config, backend.hf_tokenizer)
+    assert (backend.context_window, backend.window_source) == \
+        hf._context_window(model.config, backend.hf_tokenizer)
     assert backend.prefill_chunk is None and not hf._has_sliding_layers(model.config)
     assert backend.fingerprint == fingerprint
     assert backend._eos == ([2, 7] if name == "gen" else [5])  # the file's, else config.json's
