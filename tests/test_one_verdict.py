@@ -198,6 +198,8 @@ def test_only_the_compare_coverage_gate_failed(toy: pytest.Pytester) -> None:
     agree(said, "failed", "0 regressed against base; 1 suite gate failed: "
           "baseline_coverage (toy)", gates=said.html_gates)
     assert said.terminal.startswith("pytest-lceval 0 regressed against base; 1 suite gate")
+    page = (toy.path / "cover.html").read_text(encoding="utf-8")
+    assert "pass rate 100%; suite gate failed: baseline_coverage</p>" in page  # toy's section
 
 
 def test_only_the_effective_length_gate_failed(toy: pytest.Pytester) -> None:

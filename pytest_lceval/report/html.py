@@ -363,10 +363,14 @@ def assign_artifacts(run_dir: Path, suites: list[str], groups: Sequence[Artifact
 
 
 def _tally_line(summary: RunSummary, tally: Tally) -> str:
+    """The suite's counts, led by its comparison and followed by its failed gates."""
     compared = comparison_headline(summary, tally.name, code=False)
+    failed = [gate.name for gate in summary.verdict.gates_of(tally.name) if not gate.passed]
+    gates = f"; suite {'gate' if len(failed) == 1 else 'gates'} failed: {', '.join(failed)}" \
+        if failed else ""
     return (f"<p>{escape(compared) + '; ' if compared else ''}{tally.passed} passed, "
             f"{tally.failed} failed, {tally.skipped} skipped: pass rate "
-            f"{percent(tally.pass_rate)}</p>")
+            f"{percent(tally.pass_rate)}{escape(gates)}</p>")
 
 
 def comparison_table(deltas: list[DeltaRow]) -> str:
