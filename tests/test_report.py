@@ -84,7 +84,8 @@ def test_summary_markdown_is_short_and_names_verdicts_worst_cells_and_deltas(
     text = (run / "summary.md").read_text()
     assert len(text) < 4000
     assert text.startswith("### pytest-lceval ❌ 2 regressed against `base`; 2 of 4 cells "
-                           "failed: pass rate 50% (2/4), 0 skipped")
+                           "failed; 1 suite gate failed: baseline_suite (toy): pass rate 50% "
+                           "(2/4), 0 skipped")
     assert "| toy | 2 | 2 | 0 | 50% |" in text
     assert "| toy · `toy-1k-50` | 0.000 (0.000–0.242) | string_match_all (0–1) | 12 | " \
            "FAIL: baseline | regressed against base: 100.0% → 0.0%, Δ -100.0 points, " \

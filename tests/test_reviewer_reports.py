@@ -87,8 +87,8 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
 
     terminal = (pytester.path / "terminal.txt").read_text().splitlines()
     ours = [line for line in terminal if line.startswith("lceval: pytest-lceval")]
-    assert ours == ["lceval: pytest-lceval 1 regressed against base; 1 of 3 cells failed: pass "
-                    "rate 67% (2/3), 0 skipped"]
+    assert ours == ["lceval: pytest-lceval 1 regressed against base; 1 of 3 cells failed; 1 "
+                    "suite gate failed: baseline_suite (toy): pass rate 67% (2/3), 0 skipped"]
     before = terminal[terminal.index(ours[0]) - 1]  # the verdict is the last lceval line
     assert before.startswith("lceval:   regressed toy · toy-1k-55: 1.000 -> 0.000, Δ -1.000")
     assert not any("inconclusive toy" in line for line in terminal)
