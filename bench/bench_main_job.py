@@ -1,0 +1,301 @@
+"""The main job's model work before and after ``HFBackend.share_prefixes``, side by side in one
+process: time per phase, the ratio, and every answer compared byte for byte.
+
+    python bench/bench_main_job.py [--model smollm2] [--calls FILE] [--limit N]
+    python bench/bench_main_job.py --calls FILE --against OTHER_FILE
+
+Two steps, the first skipped when ``--calls`` names a file that exists:
+
+1. **Record**: the README's main job (``pytest suites/ --model=smollm2``, the reduced grid: 44
+   cells, 108 cases) runs once in this process, with a fresh store under a scratch folder so no
+   stored answer stands in for the model, and the backend as configured (``SHARE_PREFIXES``).
+   Every call that reaches the backend is kept (its requests and answers, in its batch) and the
+   run's wall time is split by phase: tokenise, render, load (the weights), prefill and decode
+   (forward passes over several tokens and over one), model-other (the rest of the backend's
+   calls: batching, cache copies, stop strings, decoding text), store, score, report, and the
+   rest (pytest, building cases, plugins). The calls go to ``--calls`` when given.
+2. **Replay**: the recorded calls, each answered by both sides in the same batch, the side that
+   goes first alternating from call to call so that load on a shared machine hits both alike:
+   *before* (``model.generate`` on the padded batch, as the backend did before #41) and *after*
+   (``hf_shared``). Each side's time is split into tokenise, prefill, decode and model-other;
+   the ratio is after / before. Each side keeps its own Task Haystack prefix cache from call to
+   call (rank is the same code on both sides), as the run's one backend did. Every answer of
+   the two sides is compared (text, prompt and output tokens; a ranking's scores), and each
+   side's with the answer the recorded run stored.
+
+With ``--against``, two recorded runs (say one made with ``SHARE_PREFIXES`` off, one with it on)
+are compared instead of a replay: their time per phase, and every answer, matched by request.
+
+The numbers are wall seconds; on a machine whose cores others use, the ratio is the number to
+read (both sides saw the same load, call by call), not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_lceval.models.base import Renderer
+from pytest_lceval.models.hf import HFBackend
+from pytest_lceval.models.hf_text import HFText
+from pytest_lceval.models.presets import load_preset
+from pytest_lceval.models.registry import LoadOptions
+from pytest_lceval.results.records import GenerateRequest, Prompt, RankRequest
+from pytest_lceval.run.evaluation import Evaluator
+from pytest_lceval.run.model_usage import read_usage
+from pytest_lceval.store.database import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE_METHODS = ("get_answers", "put_answers", "claim", "renew_claims", "release_claims",
+                 "count_answers", "get_shared", "put_shared")
+TOKENISER_METHODS = ("_batch", "count_many", "offsets")
+
+
+class Phases:
+    """Wall seconds per phase, each phase's own: a phase entered inside another (tokenise
+    inside render) stops the outer one's clock until it ends. One stack per thread: the run's
+    lookahead threads take turns, never running at once."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.side = ""
+        """Prefix of every phase name ('before/', 'after/') while a replay side runs."""
+        self._stacks: dict[int, list[tuple[str, float]]] = defaultdict(list)
+
+    def enter(self, name: str) -> None:
+        stack, now = self._stacks[threading.get_ident()], time.perf_counter()
+        if stack:
+            outer, since = stack[-1]
+            self.seconds[outer] += now - since
+        stack.append((self.side + name, now))
+
+    def leave(self) -> None:
+        stack, now = self._stacks[threading.get_ident()], time.perf_counter()
+        name, since = stack.pop()
+        self.seconds[name] += now - since
+        if stack:
+            stack[-1] = (stack[-1][0], now)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.enter(name)
+        try:
+            yield
+        finally:
+            self.leave()
+
+    def wrap(self, owner: Any, attribute: str, name: str) -> None:
+        """Time every call of ``owner.attribute`` (a class's method, or an object's) as ``name``."""
+        inner = getattr(owner, attribute)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self.phase(name):
+                return inner(*args, **kwargs)
+        setattr(owner, attribute, timed)
+
+    def watch_forward(self, model: Any) -> None:
+        """Forward passes over more than one token per row are prefill, over one decode."""
+        def before(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            self.enter("prefill" if ids is not None and ids.shape[1] > 1 else "decode")
+
+        model.register_forward_pre_hook(before, with_kwargs=True)
+        model.register_forward_hook(lambda *_: self.leave())
+
+
+class Recorder:
+    """A pytest plugin: the main job's backend calls and its time per phase."""
+
+    def __init__(self, phases: Phases) -> None:
+        self.phases = phases
+        self.calls: list[dict[str, Any]] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_lceval_make_backend(self, spec: Any, options: LoadOptions) -> Any:
+        backend = yield
+        if isinstance(backend, HFBackend):
+            for kind in ("generate", "rank"):
+                self._record(backend, kind)
+        return backend
+
+    def _record(self, backend: HFBackend, kind: str) -> None:
+        answer = getattr(backend, kind)
+
+        def recorded(requests: Any) -> Any:
+            if "model" not in vars(backend):  # the first call loads the weights
+                with self.phases.phase("load"):
+                    self.phases.watch_forward(backend.model)
+            with self.phases.phase("model-other"):
+                answers = answer(requests)
+            self.calls.append({"kind": kind, "requests": [asdict(r) for r in requests],
+                               "answers": [_comparable(a) for a in answers]})
+            return answers
+        setattr(backend, kind, recorded)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self) -> Any:
+        with self.phases.phase("report"):
+            return (yield)
+
+
+def record(model: str) -> tuple[list[dict[str, Any]], dict[str, float], float, float]:
+    """(calls, seconds per phase, wall seconds, model seconds from the run's usage counts)."""
+    phases = Phases()
+    for method in TOKENISER_METHODS:
+        phases.wrap(HFText, method, "tokenise")
+    phases.wrap(Renderer, "render", "render")
+    phases.wrap(Evaluator, "score", "score")
+    for method in STORE_METHODS:
+        phases.wrap(Store, method, "store")
+    recorder = Recorder(phases)
+    with tempfile.TemporaryDirectory(prefix="lceval-main-job-") as scratch:
+        started = time.perf_counter()
+        code = pytest.main([str(ROOT / "suites"), "-q", "-p", "no:randomly", "-p",
+                            "no:cacheprovider", "--model", model, "--lceval-store",
+                            f"{scratch}/store.sqlite", "--lceval-out", scratch, "--lceval-run",
+                            "main"], plugins=[recorder])
+        wall = time.perf_counter() - started
+        if code not in (0, 1):  # the weak model fails cells (exit 1): a verdict, not a failure
+            sys.exit(f"the main job stopped with exit code {code}")
+        model_seconds = read_usage(Path(scratch) / "main")["model"].seconds
+    return recorder.calls, dict(phases.seconds), wall, model_seconds
+
+
+def _comparable(answer: Any) -> dict[str, Any]:
+    """An answer as stored (JSON), less its seconds (a timing, not part of the answer)."""
+    fields = asdict(answer)
+    fields.pop("seconds")
+    loaded: dict[str, Any] = json.loads(json.dumps(fields))
+    return loaded
+
+
+def _requests(call: dict[str, Any]) -> list[GenerateRequest] | list[RankRequest]:
+    if call["kind"] == "rank":
+        return [RankRequest(r["prefix"], r["suffix"], tuple(r["options"]))
+                for r in call["requests"]]
+    return [GenerateRequest(r["prompt"], r["max_new_tokens"], tuple(r["stop"]),
+                            Prompt(**r["chat"]) if r["chat"] else None)
+            for r in call["requests"]]
+
+
+def replay(model: str, calls: list[dict[str, Any]]) -> tuple[dict[str, float], list[str]]:
+    """(seconds per side and phase, a line per answer that differs)."""
+    backend = load_preset(model, LoadOptions())
+    if not isinstance(backend, HFBackend):
+        sys.exit(f"--model {model} is not an hf backend: nothing to compare")
+    phases = Phases()
+    phases.wrap(backend.text, "_batch", "tokenise")
+    phases.watch_forward(backend.model)
+    differ: list[str] = []
+    last_prefix: dict[str, Any] = {"before": None, "after": None}
+    for number, call in enumerate(calls):
+        requests = _requests(call)
+        answered: dict[str, list[dict[str, Any]]] = {}
+        for side in ("before", "after") if number % 2 == 0 else ("after", "before"):
+            backend.share_prefixes = side == "after"
+            backend._last_prefix = last_prefix[side]  # each side reuses only its own prefix
+            phases.side = f"{side}/"
+            with phases.phase("model-other"):
+                answers = getattr(backend, call["kind"])(requests)
+            last_prefix[side] = backend._last_prefix
+            answered[side] = [_comparable(a) for a in answers]
+        phases.side = ""
+        for index, stored in enumerate(call["answers"]):
+            before, after = answered["before"][index], answered["after"][index]
+            if not before == after == stored:
+                differ.append(f"call {number} answer {index}: stored {stored!r}, before "
+                              f"{before!r}, after {after!r}")
+        print(f"  call {number + 1}/{len(calls)} ({call['kind']}, {len(requests)} requests): "
+              f"before {_total(phases.seconds, 'before'):.1f} s, after "
+              f"{_total(phases.seconds, 'after'):.1f} s so far, {len(differ)} answers differ",
+              flush=True)
+    return dict(phases.seconds), differ
+
+
+def _total(seconds: dict[str, float], side: str) -> float:
+    return sum(value for name, value in seconds.items() if name.startswith(f"{side}/"))
+
+
+def report(calls: list[dict[str, Any]], seconds: dict[str, float], differ: list[str]) -> None:
+    answers = sum(len(call["answers"]) for call in calls)
+    print(f"replay: {len(calls)} backend calls, {answers} answers, each answered before and "
+          "after in the same batch")
+    print(f"{'phase':14}{'before':>10}{'after':>10}{'after/before':>14}")
+    for name in ("tokenise", "prefill", "decode", "model-other"):
+        before, after = seconds.get(f"before/{name}", 0.0), seconds.get(f"after/{name}", 0.0)
+        print(f"{name:14}{before:>9.1f}s{after:>9.1f}s{after / max(before, 1e-9):>13.2f}")
+    before, after = _total(seconds, "before"), _total(seconds, "after")
+    print(f"{'model time':14}{before:>9.1f}s{after:>9.1f}s{after / max(before, 1e-9):>13.2f}")
+    print(f"identical answers: {answers - len(differ)}/{answers} (stored = before = after)")
+    for line in differ:
+        print("  DIFFERS " + line)
+
+
+def show_run(name: str, run: dict[str, Any]) -> None:
+    print(f"{name}: {run['wall']:.1f} s wall, {run['model']:.1f} s of model time (store lookups "
+          f"and backend calls), {len(run['calls'])} backend calls; seconds by phase:")
+    for phase, value in sorted(run["phases"].items(), key=lambda item: -item[1]):
+        print(f"  {phase:12}{value:>9.1f}s")
+    print(f"  {'rest':12}{run['wall'] - sum(run['phases'].values()):>9.1f}s")
+
+
+def compare(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """A line per request whose answers differ between two recorded runs (or is in one only)."""
+    def answers(run: dict[str, Any]) -> dict[str, Any]:
+        return {json.dumps([call["kind"], request], sort_keys=True): answer
+                for call in run["calls"]
+                for request, answer in zip(call["requests"], call["answers"], strict=True)}
+    first, second = answers(one), answers(other)
+    return [f"{key[:120]}...: {first.get(key)!r} vs {second.get(key)!r}"
+            for key in sorted(first.keys() | second.keys()) if first.get(key) != second.get(key)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--calls", type=Path, default=None,
+                        help="the recorded run: read when the file exists (no main-job run), "
+                             "written after the run otherwise")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another recorded run (e.g. made with the other setting): its "
+                             "answers are compared with --calls' answer by answer, no replay")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="replay only the first N calls (a quick look; 0: all)")
+    options = parser.parse_args()
+    if options.calls is not None and options.calls.exists():
+        run = json.loads(options.calls.read_text())
+    else:
+        calls, phases, wall, model_seconds = record(options.model)
+        run = {"calls": calls, "phases": phases, "wall": wall, "model": model_seconds}
+        if options.calls is not None:
+            options.calls.write_text(json.dumps(run))
+    show_run(str(options.calls or "main job"), run)
+    if options.against is not None:
+        other = json.loads(options.against.read_text())
+        show_run(str(options.against), other)
+        differ = compare(run, other)
+        answers = sum(len(call["answers"]) for call in run["calls"])
+        print(f"model time {other['model'] / run['model']:.2f} of --calls'; identical answers: "
+              f"{answers - len(differ)}/{answers}")
+        for line in differ:
+            print("  DIFFERS " + line)
+        return
+    selected = run["calls"][: options.limit] if options.limit else run["calls"]
+    seconds, differ = replay(options.model, selected)
+    report(selected, seconds, differ)
+
+
+if __name__ == "__main__":
+    main()
