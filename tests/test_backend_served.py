@@ -7,6 +7,7 @@ a server that reports nothing about them keeps the fingerprint it had before thi
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -95,6 +96,19 @@ def test_llamacpp_server_is_an_openai_backend_with_its_window_and_weights(
     answer = backend.generate([GenerateRequest("Q?", 8, (), Prompt("Q?"))])[0]
     assert answer.text == "42"
     assert server.requests("/chat/completions")[0].body["model"] == "qwen"
+
+
+def test_the_window_option_replaces_the_servers_and_keeps_the_fingerprint(
+        server: FakeServer) -> None:
+    """A served model's claimed window comes from --lceval-window (its config is the server's);
+    the window skips cells and changes no answer."""
+    server.answer = serving(*llama_server(llama_meta()))
+    options = LoadOptions(serving=ServingOptions(base_url=server.url))
+    served = load_backend("llamacpp:qwen", options)
+    claimed = load_backend("llamacpp:qwen", dataclasses.replace(options, window=16384))
+    assert (claimed.context_window, claimed.describe()["window"]) == \
+        (16384, "16384 (--lceval-window)")
+    assert claimed.fingerprint == served.fingerprint
 
 
 def test_llamacpp_fingerprint_follows_the_gguf_and_the_build(server: FakeServer) -> None:
