@@ -304,3 +304,24 @@ def test_a_gguf_reference_gives_its_vocabulary_from_its_header(tmp_path: Path) -
     writer.write_tensors_to_file()
     writer.close()
     assert check_reference(tmp_path / "t.gguf") == 4
+
+
+# -- item 6: a data directory that holds some suites' folders ----------------------------------
+
+
+@pytest.mark.bad_input("data-partial")
+def test_a_data_directory_with_some_folders_says_per_suite_what_it_found(
+        toy: pytest.Pytester) -> None:
+    """Only pg_essays/ in --lceval-data: the header says, suite by suite, what was found and
+    what was not (Task Haystack then runs its offline pack, as the line says)."""
+    (toy.path / "data" / "pg_essays").mkdir(parents=True)
+    (toy.path / "data" / "pg_essays" / "a.txt").write_text("An essay. It has sentences.")
+    outcome = toy.runpytest(*GRID, "--lceval-data", str(toy.path / "data"), "--collect-only")
+    assert outcome.ret == pytest.ExitCode.OK
+    [line] = [line for line in outcome.outlines if line.startswith("lceval: --lceval-data")]
+    assert line.startswith(f"lceval: --lceval-data {toy.path / 'data'} holds some of the "
+                           f"suites' folders: ")
+    for said in ("recall: found pg_essays/ |", "task_haystack: no llicl/",
+                 "longbench100: found pg_essays/; no llicl/, nq_oracle/", "rag: no kilt/",
+                 "runs its offline fixtures or leaves the tasks out"):
+        assert said in line, (said, line)

@@ -95,9 +95,17 @@ class Release:
     """The built-in suites that read it."""
     folders: tuple[str, ...]
     """What it fills in the data directory."""
+    readers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The suites that read a folder, where not every one of ``suites`` reads every folder
+    (HELMET's archive: kilt/ is rag's, alce/ cite's) or where a folder is a substitute that
+    ``--lceval-fetch SUITE`` does not fetch (msmarco_dl/)."""
     hub: HubArchive | None = None
     archive: UrlArchive | None = None
     origins: tuple[Origin, ...] = ()
+
+    def read_by(self, folder: str) -> tuple[str, ...]:
+        """The suites that read ``folder`` of this release."""
+        return dict(self.readers).get(folder, self.suites)
 
     @property
     def files(self) -> tuple[FileSpec, ...]:
@@ -150,6 +158,8 @@ RELEASES: tuple[Release, ...] = (
         "scripts/download_data.sh)", "HELMET code MIT; each data set keeps its own licence "
         "(KILT, MS MARCO non-commercial, ALCE, Multi-LexSum CC BY-NC)",
         ("rag", "rerank", "cite", "summ"), ("kilt", "msmarco", "alce", "multi_lexsum"),
+        readers=(("kilt", ("rag",)), ("msmarco", ("rerank",)), ("alce", ("cite",)),
+                 ("multi_lexsum", ("summ",))),
         hub=HubArchive("princeton-nlp/HELMET", "data.tar.gz", ("kilt", "msmarco", "alce"),
                        optional=("multi_lexsum",))),
     Release(
@@ -229,7 +239,7 @@ RELEASES: tuple[Release, ...] = (
         "absent", "GitHub castorini/rank_llm retrieve_results/ (commit 916102c) and "
         "castorini/anserini-tools qrels/ (commit 5b819c1)",
         "MS MARCO: non-commercial research use only; rank_llm Apache-2.0; qrels NIST",
-        (), ("msmarco_dl",),
+        (), ("msmarco_dl",), readers=(("msmarco_dl", ("rerank",)),),
         origins=(Origin(f"{GITHUB}/castorini/rank_llm/916102c7de2f7348a64427b89300946657997098/",
                         "msmarco_dl", ("retrieve_results/*/retrieve_results_dl*.json",)),
                  Origin(f"{GITHUB}/castorini/anserini-tools/"

@@ -35,9 +35,13 @@ from ..results.whole_file import OutOfSpace
 from ..settings import SETTINGS, lookup
 from ..store.database import StoreFull
 from .data import DataError
+from .data_check import check_data_dir
 from .progress import log_seconds
 from .selection import check_task_names, known_task_names
+from .suite import suites_of
 
+DATA_LINES = pytest.StashKey[list[str]]()
+"""The header's line about an explicit --lceval-data that lacks some suites' folders."""
 MADE_FOLDERS = pytest.StashKey[list[Path]]()
 """The run folder and the parents made for it (controller only), removed at the end if empty."""
 SESSION_WIDE = (ModelUnavailable, DataError, StoreFull, OutOfSpace)
@@ -54,6 +58,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     settings = config.stash[SETTINGS]
     check_task_names(settings, known_task_names(config))
+    if settings.data_dir is not None:
+        try:
+            config.stash[DATA_LINES] = check_data_dir(settings.data_dir, suites_of(config))
+        except DataError as exc:
+            raise pytest.UsageError(f"pytest-lceval: --lceval-data: {exc}") from None
     try:
         log_seconds()
     except ValueError as exc:
@@ -122,6 +131,10 @@ def release_run_dir(made: list[Path]) -> None:
             folder.rmdir()
         except OSError:  # the run wrote in it (or in a folder below it)
             return
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return config.stash.get(DATA_LINES, [])
 
 
 @pytest.hookimpl(tryfirst=True)

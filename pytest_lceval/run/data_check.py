@@ -1,0 +1,69 @@
+"""A data directory given explicitly, checked against the folders the suites read.
+
+``--lceval-data .../data/llicl`` (one level too deep) used to be taken without a word: Task
+Haystack ran its offline pack and recall its self-made essays, each result saying "fixtures".
+Which folder feeds which suite is the fetch catalog's (fetch/catalog.py: every release, the
+folders it fills and the suites that read them), so it is written once. A directory holding none
+of them is an error naming what was expected (and the parent, when that is the data directory);
+one holding some gets a header line saying, suite by suite, what was found and what was not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..fetch.catalog import RELEASES
+from .data import DataError
+
+SHOWN = 6
+"""Entries of a directory named in the error, at most."""
+
+
+def suite_folders(suites: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The data folders each of ``suites`` reads, in the catalog's order."""
+    wanted = set(suites)
+    folders: dict[str, dict[str, None]] = {}
+    for release in RELEASES:
+        for folder in release.folders:
+            for suite in wanted.intersection(release.read_by(folder)):
+                folders.setdefault(suite, {})[folder] = None
+    return {suite: tuple(names) for suite, names in sorted(folders.items())}
+
+
+def check_data_dir(root: Path, suites: Iterable[str]) -> list[str]:
+    """Header lines for data directory ``root``; DataError when it holds none of the folders
+    that ``suites`` read."""
+    reads = suite_folders(suites)
+    expected = list(dict.fromkeys(folder for names in reads.values() for folder in names))
+    if not expected:
+        return []
+    found = {folder for folder in expected if (root / folder).is_dir()}
+    if not found:
+        listed = ", ".join(f"{folder}/" for folder in expected)
+        raise DataError(f"{root} holds none of the folders the suites read ({listed})"
+                        f"{_hint(root, expected)}")
+    if found == set(expected):
+        return []
+    parts = []
+    for suite, names in reads.items():
+        has = [f"{folder}/" for folder in names if folder in found]
+        lacks = [f"{folder}/" for folder in names if folder not in found]
+        said = [f"found {', '.join(has)}"] if has else []
+        said += [f"no {', '.join(lacks)}"] if lacks else []
+        parts.append(f"{suite}: {'; '.join(said)}")
+    return [f"lceval: --lceval-data {root} holds some of the suites' folders: "
+            f"{' | '.join(parts)} (a suite without its folder runs its offline fixtures or "
+            f"leaves the tasks out)"]
+
+
+def _hint(root: Path, expected: list[str]) -> str:
+    """Where the folders may be: the parent (a data directory given one level too deep), else
+    what ``root`` holds."""
+    above = [f"{folder}/" for folder in expected if (root.parent / folder).is_dir()]
+    if above:
+        return (f"; its parent holds {', '.join(above)}: give --lceval-data {root.parent}")
+    entries = sorted(path.name for path in root.iterdir() if not path.name.startswith("."))
+    shown = ", ".join(entries[:SHOWN]) + (", ..." if len(entries) > SHOWN else "")
+    return (f"; it holds {shown or 'nothing'}: give the folder that holds them (--lceval-fetch "
+            f"downloads them)")
