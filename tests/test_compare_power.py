@@ -10,6 +10,7 @@ from toy_suite import RECALL_SUITE
 from pytest_lceval.report.heatmaps import delta_mark, score_grid
 from pytest_lceval.results.cells import read_results
 from pytest_lceval.verdicts.baseline.pooled import SUITE_GATE, TASK_GATE, Pairs, decide
+from pytest_lceval.verdicts.baseline.power import Level, SuitePower, power_lines
 from pytest_lceval.verdicts.stats import holm, planned_detectable_drop, planned_power
 
 REDUCED = ["--lceval-grid", "reduced", "--lceval-threshold", "0", "-p", "no:randomly"]
@@ -130,3 +131,19 @@ def test_the_planned_drop_is_where_the_planned_power_reaches_0_8() -> None:
     # more cases detect less; a stricter alpha (Holm's step over 12 tasks) detects less
     assert planned_detectable_drop(0.2, 480) < planned_detectable_drop(0.2, 48)
     assert planned_detectable_drop(0.2, 480, alpha=0.05 / 12) > planned_detectable_drop(0.2, 480)
+
+
+def test_a_suite_that_can_detect_no_drop_says_so_and_names_the_samples_that_would() -> None:
+    two_cells = SuitePower("recall", float("inf"), (), (float("inf"), float("inf")),
+                           Level(cells=2, n=4, variance=0.0))
+    lines, warnings = power_lines([two_cells], "base", 0.05)
+    assert lines == ["lceval: compared with baseline 'base', recall can detect (power 0.8, alpha "
+                     "0.05) no drop over its 4 paired cases; per cell: none"]
+    assert warnings == ["recall cannot detect a drop of --lceval-min-drop 0.05 at these samples "
+                        "(no drop at all): --samples 80 would reach it (with a baseline saved at "
+                        "as many)"]
+    # 80 cases in each of the 2 cells detect 0.05; 79 do not
+    assert planned_detectable_drop(0.0, 160) <= 0.05 < planned_detectable_drop(0.0, 158)
+    assert power_lines([two_cells], "base", 0.0)[1] == [
+        "recall cannot detect a drop of --lceval-min-drop 0 at these samples (no drop at all): "
+        "no --samples up to 100,000 would"]

@@ -115,15 +115,19 @@ def power_lines(powers: list[SuitePower], name: str, min_drop: float,
     for power in powers:
         tasks = (f"; per task (Holm over {len(power.task_drops)}): {span(power.task_drops)}"
                  if power.task_drops else "")
+        suite = "no drop" if math.isinf(power.suite_drop) else \
+            f"a drop of {drop_text(power.suite_drop)}"
         lines.append(
             f"lceval: compared with baseline {name!r}, {power.suite} can detect (power "
-            f"{POWER:g}, alpha {alpha:g}) a drop of {drop_text(power.suite_drop)} over its "
-            f"{power.level.n} paired cases{tasks}; per cell: {span(power.cell_drops)}")
+            f"{POWER:g}, alpha {alpha:g}) {suite} over its {power.level.n} paired "
+            f"cases{tasks}; per cell: {span(power.cell_drops)}")
         if power.suite_drop > min_drop:
             reach = samples_reaching(power, min_drop, alpha)
             fix = (f"--samples {reach} would reach it (with a baseline saved at as many)"
                    if reach is not None else f"no --samples up to {MOST_SAMPLES:,} would")
+            detects = "no drop at all" if math.isinf(power.suite_drop) else \
+                f"only {drop_text(power.suite_drop)}"
             warnings.append(
                 f"{power.suite} cannot detect a drop of --lceval-min-drop {min_drop:g} at "
-                f"these samples (only {drop_text(power.suite_drop)}): {fix}")
+                f"these samples ({detects}): {fix}")
     return lines, warnings
