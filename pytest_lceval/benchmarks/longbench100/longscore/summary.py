@@ -192,8 +192,8 @@ def markdown(suite: str, model: str, base_lengths: str, rows: list[TaskRow],
         lines.append(f"| {row.task} | {row.base_on or '?'} | {_pct(row.base)} | {row.base_n} | "
                      f"{_pct(row.avg_score)} | {avg_lc} | " + " | ".join(cells) + " |")
     lines += ["", "n/a: not measured; undefined: base ability below the floor "
-              "(--longscore-floor). LC@length shows the 95% bootstrap interval when the length "
-              "has one cell (tasks without depth)."]
+              "(--longscore-floor). LC@length shows the 95% interval (the base and the long "
+              "cell both redrawn) when the length has one cell (tasks without depth)."]
     return "\n".join(lines) + "\n"
 
 
@@ -294,7 +294,7 @@ def plot(path: Path, suite: str, model: str, rows: list[TaskRow], minimum: float
 
 def longscore_figure(suite: str, model: str, rows: list[TaskRow], minimum: float | None) -> Any:
     """Small multiples, one panel per task on a shared LC axis: the mean LC per length (line),
-    its depth cells (dots) or its bootstrap interval (bar, a length with one cell), the bound;
+    its depth cells (dots) or its 95% interval (bar, a length with one cell), the bound;
     a task whose LC is undefined gets a panel that says why and shows its measured scores, and
     when no task has one, the figure is that message alone. The lowest LC is named in the
     title."""
@@ -318,7 +318,7 @@ def longscore_figure(suite: str, model: str, rows: list[TaskRow], minimum: float
         _panel(axes, row, lengths, minimum, (low, high))
     for axes in list(grid.flat)[len(shown):]:
         axes.set_visible(False)
-    key = "line: mean LC; dots: depth cells; bars: 95% bootstrap interval" + (
+    key = "line: mean LC; dots: depth cells; bars: 95% interval" + (
         "" if minimum is None else f"; red dashes: --longscore-min {minimum:g}%, red panel: a "
                                    f"cell below it")
     figure.suptitle(f"LongScore by length: {suite} - {model}\n{_lowest(shown)}\n{key}",
