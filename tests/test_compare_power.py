@@ -4,6 +4,8 @@ suite on the reduced grid (2 cases per cell) with the mock model."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from toy_suite import RECALL_SUITE
 
@@ -147,3 +149,12 @@ def test_a_suite_that_can_detect_no_drop_says_so_and_names_the_samples_that_woul
     assert power_lines([two_cells], "base", 0.0)[1] == [
         "recall cannot detect a drop of --lceval-min-drop 0 at these samples (no drop at all): "
         "no --samples up to 100,000 would"]
+
+
+def test_a_gate_over_single_graded_cases_writes_strict_json() -> None:
+    """One graded case per task has no interval and no p: null, not NaN, in summary.json."""
+    gates = decide("base", "s", {"a": _pairs([0.5], [0.25]), "b": _pairs([1.0], [0.5])}, 0.05)
+    for gate in gates:
+        assert gate.passed
+        json.dumps(gate.properties, allow_nan=False)
+    assert gates[1].properties["tasks"]["a"]["p"] is None

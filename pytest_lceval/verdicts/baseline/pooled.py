@@ -149,7 +149,14 @@ def _numbers(comparison: PairedComparison, cells: int) -> dict[str, Any]:
     c = comparison
     return {"status": c.status, "test": c.test, "cells": cells, "n": c.n,
             "baseline_score": round(c.baseline, 6), "score": round(c.current, 6),
-            "diff": round(c.difference, 6), "ci_low": round(c.ci_low, 6),
-            "ci_high": round(c.ci_high, 6),
-            "p": None if math.isnan(c.p_value) else c.p_value,
-            "mde": None if math.isinf(c.mde) else round(c.mde, 6), "min_drop": c.min_drop}
+            "diff": round(c.difference, 6), "ci_low": _finite(c.ci_low),
+            "ci_high": _finite(c.ci_high), "p": _finite(c.p_value, None),
+            "mde": _finite(c.mde), "min_drop": c.min_drop}
+
+
+def _finite(value: float, digits: int | None = 6) -> float | None:
+    """None for NaN or inf (a single graded case has no interval; too few cases, no
+    detectable drop)."""
+    if not math.isfinite(value):
+        return None
+    return value if digits is None else round(value, digits)
