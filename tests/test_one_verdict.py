@@ -69,6 +69,8 @@ class Told:
     """(suite, gate) -> the Gates section's verdict."""
     markdown_gates: dict[tuple[str, str], str]
     latest_is_this_run: bool
+    json_outcome: str
+    """summary.json's outcome; its headline is summary.md's (checked in ``told``)."""
 
 
 def told(pytester: pytest.Pytester, run: str, exit_status: int, stdout: str) -> Told:
@@ -101,13 +103,15 @@ def told(pytester: pytest.Pytester, run: str, exit_status: int, stdout: str) -> 
         if len(cells) == 4 and found:
             markdown_gates[(cells[1], cells[0].removeprefix("| "))] = found.group(0)
     latest = pytester.path / "reports" / "latest"
+    data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert f"### {data['headline']}" == first
     return Told(
         exit_status, last.removeprefix("lceval: "),
         markdown.removeprefix("pytest-lceval ").replace("`", ""),  # names quoted as code
         mark, re.findall(r"<p class='\w+'><b>([^<]*)</b></p>", page)[0],
         (re.findall(r">([^<]+)</text>", svg)[-1], re.findall(r'<path fill="(#\w+)"', svg)[1]),
         int(suite.get("failures") or 0), gates, html_gates, markdown_gates,
-        latest.is_symlink() and latest.resolve() == folder.resolve())
+        latest.is_symlink() and latest.resolve() == folder.resolve(), data["outcome"])
 
 
 def agree(said: Told, outcome: str, verdict: str, failed_cells: int = 0,
@@ -135,6 +139,7 @@ def agree(said: Told, outcome: str, verdict: str, failed_cells: int = 0,
                                                           in status else "")
             for key, status in gates.items()} == said.markdown_gates
     assert said.latest_is_this_run == (outcome != "incomplete")
+    assert said.json_outcome == outcome
 
 
 def run(toy: pytest.Pytester, name: str, *args: str) -> Told:

@@ -517,9 +517,14 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
         for r in results
     ]
     data = asdict(summary)
+    verdict = summary.verdict
+    data["verdict"] = {"selected": verdict.selected, "not_run": verdict.not_run,
+                       "stopped": verdict.stopped}
+    data["gates"] = [{"suite": gate.suite, "status": gate.status, **asdict(gate.judgement)}
+                     for gate in summary.gates]
     data["ok"] = summary.ok
-    data["outcome"] = summary.verdict.outcome
-    data["reasons"] = summary.verdict.reasons()
+    data["outcome"] = verdict.outcome
+    data["reasons"] = verdict.reasons()
     data["headline"] = headline(summary)
     data["cells"] = cells
     return data
