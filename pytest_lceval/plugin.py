@@ -164,12 +164,22 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         grid_profile.header_line(settings.grid, (
             f"lengths {','.join(format_length(n) for n in settings.lengths)}, depths "
             f"{','.join(format_depth(d) for d in settings.depths)}, "
-            f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell")),
+            f"{settings.samples} {'case' if settings.samples == 1 else 'cases'} per cell"
+            f"{_grid_suites(config)}")),
         *reference_header(settings.ref_tokenizer),
         _batching_line(settings),
         settings.thresholds_line(),
         *filter(None, [window_line(settings)]),
     ]
+
+
+def _grid_suites(config: pytest.Config) -> str:
+    """Which suites the grid line is for, when a suite of the session has a grid of its own
+    (a Task Haystack-only run would otherwise read another suite's grid as its own)."""
+    suites = suites_of(config)
+    if all(not suite.own_grid for suite in suites.values()):
+        return ""
+    return f" (for {', '.join(sorted(n for n, s in suites.items() if not s.own_grid))})"
 
 
 def _batching_line(settings: Settings) -> str:

@@ -366,3 +366,50 @@ def test_an_unreachable_source_says_nothing_arrived_when_nothing_did(tmp_path: P
         download(FETCHED_URL, target, len(FETCHED), hashlib.sha256(FETCHED).hexdigest(),
                  Progress(lambda _: None, 1), "http://127.0.0.1:1")
     assert not list(tmp_path.iterdir())
+
+
+# -- item 16: lines that misled ----------------------------------------------------------------
+
+
+@pytest.mark.bad_input("junit-depth-none")
+def test_junit_xml_leaves_out_what_does_not_apply(toy: pytest.Pytester) -> None:
+    """A cell without a depth (the toy task's depth axis is 50 here; a task without one has
+    None): no property reads the string "None"."""
+    import xml.etree.ElementTree as ET
+
+    toy.makeconftest(TOY_TASK.replace("uses_depth: bool = True", "uses_depth: bool = False"))
+    toy.runpytest(*GRID, "--junitxml", "junit.xml").assert_outcomes(passed=1)
+    [case] = ET.parse(toy.path / "junit.xml").getroot().iter("testcase")
+    properties = {prop.get("name"): prop.get("value") for prop in case.iter("property")}
+    assert "None" not in properties.values(), properties
+    assert "depth" not in properties and properties["length"] == "256"
+
+
+@pytest.mark.bad_input("header-mock-place", "header-haystack-grid")
+def test_the_header_says_where_a_mock_runs_and_whom_the_grid_is_for(
+        toy: pytest.Pytester) -> None:
+    outcome = toy.runpytest(*GRID, "--collect-only")
+    header = [line for line in outcome.outlines if line.startswith("lceval: grid")]
+    assert header == ["lceval: grid full (a mock model, which computes nothing): lengths 256, "
+                      "depths 50, 2 cases per cell (for cite, icl, longbench100, longqa, rag, "
+                      "recall, rerank, summ, toy)"]
+
+
+@pytest.mark.bad_input("hf-loading-bar")
+def test_loading_weights_prints_no_progress_bar(tmp_path: Path,
+                                                capfd: pytest.CaptureFixture[str]) -> None:
+    """A tiny random Llama saved here and loaded as the HF backend loads it: transformers'
+    "Loading weights" bar would land in the first test's captured stderr."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from pytest_lceval.models.hf import Checkpoint
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=2)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    capfd.readouterr()
+    Checkpoint(str(tmp_path), None, torch.device("cpu"), torch.float32).load()
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err and "%|" not in captured.err, captured.err
+    assert transformers.utils.logging.is_progress_bar_enabled()  # as it was

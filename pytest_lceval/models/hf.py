@@ -37,6 +37,7 @@ import copy
 import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -46,6 +47,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from transformers.generation.stopping_criteria import StopStringCriteria
+from transformers.utils import logging as hf_logging
 
 from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from ..run.workers import worker_count
@@ -118,9 +120,24 @@ class Checkpoint:
         # device_map streams weights straight to a GPU; on the CPU it only adds a second
         device_map = self.device if self.device.type != "cpu" else None
         config = {"config": self.config} if self.config is not None else {}
-        return AutoModelForCausalLM.from_pretrained(self.source, gguf_file=self.gguf_file,
-                                                    dtype=self.dtype, device_map=device_map,
-                                                    **config)
+        with _no_progress_bars():
+            return AutoModelForCausalLM.from_pretrained(self.source, gguf_file=self.gguf_file,
+                                                        dtype=self.dtype, device_map=device_map,
+                                                        **config)
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' own bars ("Loading weights: 100%") while the weights load: they land in
+    the captured stderr of whichever test loads the model first, and the run's progress line
+    already says the model is loading."""
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 class HFBackend(BaseBackend):

@@ -93,7 +93,8 @@ class CellRun:
         for judgement in result.judgements:
             properties.update(judgement.properties)
         for name, value in properties.items():
-            self.record_property(name, value)
+            if value is not None:  # JUnit XML would say "None"; absent means not applicable
+                self.record_property(name, value)
 
 
 def _mean(values: list[float]) -> float | None:

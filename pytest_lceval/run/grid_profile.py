@@ -19,7 +19,11 @@ from . import devices
 GRID_CHOICES = ("auto", "reduced", "full")
 FULL_GRID_FLAG = "--lceval-grid=full"
 LOCAL_BACKENDS = ("preset", "hf")
-"""Backend kinds that compute on this machine (the others are servers or engines elsewhere)."""
+"""Backend kinds that compute on this machine's CPU unless a GPU is there."""
+OTHER_PLACES = {"mock": "a mock model, which computes nothing",
+                "vllm": "a vLLM engine, which runs on GPUs"}
+"""Where the other backends compute, as the header says it; a kind not named runs on a
+server (openai:, llamacpp:, another plugin's)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ def model_place(backend_kind: str, device: str, environ: Mapping[str, str],
     """Where the model computes: outside this process, on a GPU, or on this CPU (which the
     reduced grid and the default lookahead are sized for)."""
     if backend_kind not in LOCAL_BACKENDS:
-        return ModelPlace(False, "the model runs outside this process")
+        return ModelPlace(False, OTHER_PLACES.get(backend_kind, "the model runs on a server"))
     if device.startswith("cuda"):
         return ModelPlace(False, f"--lceval-device={device}")
     if device == "cpu":

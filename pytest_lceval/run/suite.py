@@ -62,6 +62,9 @@ class Suite(ABC):
     metric: ScoreMetric | None = None
     """What the cells' scores are, for a suite whose cells are not generation tasks' (Task
     Haystack's accuracy); a generation suite names each task's own (``metric_for``)."""
+    own_grid: bool = False
+    """True for a suite whose cells are not the run's lengths x depths x samples (it says its
+    own grid in ``header``); the report header's grid line names the suites it is for."""
     measures_ahead: bool = False
     """Whether ``measure`` may run for the cells after the running one, together with it, so
     that their requests share the engine's batches (``lookahead``). It may when measuring

@@ -29,6 +29,7 @@ CRITERION = "task_haystack"
 
 class HaystackSuite(Suite):
     name = SUITE
+    own_grid = True  # tasks x shots x permutations, said in its header line
     measures_ahead = True
     description = ("Task Haystack cells (Lifelong ICL against Single-task ICL, paired t-test), "
                    "task x length setting x permutation x setting")
