@@ -5,7 +5,8 @@ suite none of whose cells was judged fails, always.
 Skipped cells are neither passed nor failed: they are left out of the rate and counted in the
 message, so a suite that skips everything cannot pass a gate on nothing. Nor can it pass without
 one: every cell longer than the model's window (``--lengths 128k`` on an 8k model) used to skip
-into a green run.
+into a green run. A rate that names a suite with no cells in the run (``longqa=0.9`` in a recall
+run) is a gate asked for and never applied: it is said, and fails the run.
 """
 
 from __future__ import annotations

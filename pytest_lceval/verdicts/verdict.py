@@ -72,9 +72,11 @@ class RunVerdict:
     """What the run came to; built by :func:`decide`."""
 
     passed: int
-    """Cells that passed, failed and were skipped (measured or not)."""
+    """Cells that passed."""
     failed: int
+    """Cells that failed."""
     skipped: int
+    """Cells skipped (measured or not): neither passed nor failed."""
     gates: tuple[GateResult, ...]
     """Every suite gate, suite by suite, in the order of the one list they come from."""
     selected: int = 0
