@@ -23,6 +23,8 @@ import pytest
 from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.report.badge import FAIL_COLOUR, INCOMPLETE_COLOUR, PASS_COLOUR
+from pytest_lceval.results.cells import CellResult, Judgement
+from pytest_lceval.verdicts.verdict import GateResult, decide
 
 GRID = ["--lengths", "256", "--depths", "0,50", "--samples", "2", "-p", "no:cacheprovider"]
 """Two cells of the toy task; mock:grep answers both, mock:grep?miss=40-60 fails the 50 % one."""
@@ -283,6 +285,34 @@ def test_sigterm_to_the_controller_of_n_2(pytester: pytest.Pytester) -> None:
                      said.terminal)
     verdict = said.terminal.removeprefix("pytest-lceval ").partition(": pass rate")[0]
     agree(said, "incomplete", verdict)
+
+
+def test_the_verdicts_outcome_reasons_and_exit_status() -> None:
+    """The rules every output renders, without a run: a gate that failed fails a run whose
+    cells all passed; cells not run make it incomplete whatever else happened (and its exit
+    status never 0); pytest's own non-zero status stands."""
+    def cell(outcome: str) -> CellResult:
+        return CellResult("t", "toy", "toy", 256, None, {}, "m", "f", 42, "fixtures",
+                          outcome=outcome)
+
+    gate = GateResult("toy", Judgement("pass_rate", False, "toy: 0 of 1", rule="r"))
+    ok = pytest.ExitCode.OK
+    assert decide([cell("passed")], []).exit_status(ok) == ok
+    failed = decide([cell("passed")], [gate])
+    assert (failed.outcome, failed.reasons()) == ("failed", ["1 suite gate failed: pass_rate "
+                                                             "(toy)"])
+    assert failed.exit_status(ok) == pytest.ExitCode.TESTS_FAILED
+    stopped = decide([cell("failed")], [], selected=4, not_run=3,
+                     stopped="stopping after 1 failures")
+    assert stopped.outcome == "incomplete" and stopped.reasons() == [
+        "incomplete, 3 of 4 selected tests not run (stopping after 1 failures)",
+        "1 of 1 cells failed"]
+    assert stopped.exit_status(pytest.ExitCode.TESTS_FAILED) == pytest.ExitCode.TESTS_FAILED
+    assert decide([cell("passed")], [], selected=2, not_run=1).exit_status(ok) == \
+        pytest.ExitCode.INTERRUPTED
+    last = decide([cell("failed")], [], selected=1, not_run=0, stopped="stopping after 1 "
+                  "failures")  # -x on the last cell: every cell ran
+    assert last.outcome == "failed"
 
 
 # -- item 4: the baseline is never lost or misread ----------------------------------------------

@@ -408,8 +408,8 @@ def gates_html(summary: RunSummary) -> str:
     gates = sorted(summary.gates, key=lambda gate: gate.passed)
     rows = [(escape(gate.name), escape(gate.suite), escape(gate.rule),
              escape(gate.judgement.message), escape(gate.status)) for gate in gates]
-    return ('<div class="lceval gates"><h2>Gates</h2><p class="muted">Suite gates: each fails '
-            "the run, and is a test case of its own in the JUnit XML.</p>"
+    return ('<div class="lceval gates"><h2>Gates</h2><p class="muted">Suite gates: a failed '
+            "one fails the run; each is a test case of its own in the JUnit XML.</p>"
             + _table(("gate", "suite", "rule", "measured", "verdict"), rows,
                      ["pass" if gate.passed else "fail" for gate in gates]) + "</div>")
 
