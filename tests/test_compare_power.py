@@ -80,6 +80,13 @@ def test_a_uniform_drop_at_2_cases_per_cell_fails_the_suite_gate_and_the_plan_sa
         "--lceval-min-drop 0.05 at these samples (only 0.31): --samples 56 would reach it "
         "(with a baseline saved at as many)"]
     assert not (recall.path / "reports" / "release" / "results.jsonl").exists()
+    # under xdist the controller reads the workers' plans and stops the same way
+    workers = recall.runpytest("--model", LOSES_15, *REDUCED, "--lceval-run", "release2",
+                               "--lceval-compare", "base", "--lceval-require-power", "-n", "2")
+    assert workers.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in workers.stderr.lines if line.startswith("ERROR")] == [
+        line for line in required.stderr.lines if line]
+    assert not (recall.path / "reports" / "release2" / "results.jsonl").exists()
 
     enough = recall.runpytest("--model", GOOD, *REDUCED, "--lceval-run", "lenient",
                               "--lceval-compare", "base", "--lceval-require-power",
