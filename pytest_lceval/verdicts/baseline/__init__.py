@@ -11,5 +11,7 @@ Cells pair by test id (pytest's nodeid). A cell fails only when its drop is sign
 at least ``--lceval-min-drop`` (see :class:`pytest_lceval.verdicts.stats.PairedComparison`).
 
 The saved-run file and case pairing live in ``saved.py``; the options, the judge and the session
-hook in ``plugin.py`` (the pytest plugin that plugin.py lists).
+hook in ``baseline_plugin.py``; the suite and task gates over every compared cell's pooled cases
+in ``pooled.py`` and what a run's plan can detect in ``power.py``, both wired by
+``pooled_plugin.py`` (the pytest plugins that plugin.py lists).
 """
