@@ -626,7 +626,12 @@ def accuracy_tables(rng: random.Random) -> Iterator[tuple[list[float], list[floa
 def test_verdict_is_the_references(drive: Callable[..., ReferenceRun], conformance: Any) -> None:
     """The project's paired verdict against the notebook's rule, on 300 tables of paired
     accuracies and on the reference's own tables (recall on the paper's 16 tasks, 2 shots, 5
-    permutations, against run_baseline.py's 2-shot rows), paired by resample id."""
+    permutations, against run_baseline.py's 2-shot rows), paired by resample id.
+
+    The rule cannot come from the reference's own code path: it lives in
+    ``playground/analysis_niath.ipynb``, which the pinned copy does not hold, so
+    ``reference_verdict`` restates it (``ttest_rel``, ``sign(t) * (p < 0.05)``); what the
+    reference decides for itself here is the tables (its drivers' results files)."""
     rng = random.Random(37)
     tables = list(accuracy_tables(rng))
     recall = drive(ALL64, *ARGUMENTS["recall"], "--n_task", "16", "--n_shot", "2",
