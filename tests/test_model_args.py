@@ -175,6 +175,8 @@ def test_an_override_answers_anew_and_without_it_the_old_answers_are_read(
     assert again[0]["model_requests"] == 0  # the plain model's answers, read from the store
     assert variant[0]["fingerprint"] != plain[0]["fingerprint"] == again[0]["fingerprint"]
     assert variant[0]["model_args"] == {"rope_theta": 500000} and plain[0]["model_args"] == {}
+    summary = (toy.path / "reports" / folder / "summary.md").read_text()
+    assert f"Model `hf:{tiny} (rope_theta=500000)`" in summary
 
 
 @pytest.mark.parametrize(("model", "args", "line"), [

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ..models.model_args import args_text
 from ..results import strict_json
 from ..results.cells import CellResult, Judgement
 from ..results.sample_log import SAMPLES_DIR, logged
@@ -240,6 +241,13 @@ def tally(name: str, results: list[CellResult]) -> Tally:
     return Tally(name, counts["passed"], counts["failed"], counts["skipped"])
 
 
+def _model_label(result: CellResult) -> str:
+    """The model as the summary names it: its spec, and the config overrides it ran with
+    (--lceval-model-args), so that a variant's report never reads as the base model's."""
+    return f"{result.model} ({args_text(result.model_args)})" if result.model_args \
+        else result.model
+
+
 def summarize(run: str, results: list[CellResult],
               suite_verdicts: dict[str, list[Judgement]] | None = None,
               samples: str = "", effective: list[EffectiveRow] | None = None,
@@ -261,7 +269,7 @@ def summarize(run: str, results: list[CellResult],
                  if j.criterion == BASELINE}
     return RunSummary(
         run=run,
-        model=", ".join(sorted({r.model for r in results})),
+        model=", ".join(sorted({_model_label(r) for r in results})),
         seed=results[0].seed if results else None,
         total=tally("all", results),
         suites=[tally(s, [r for r in results if r.suite == s]) for s in suites],
