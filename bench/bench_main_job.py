@@ -1,7 +1,7 @@
 """The main job's model work before and after ``HFBackend.share_prefixes``, side by side in one
 process: time per phase, the ratio, and every answer compared byte for byte.
 
-    python bench/bench_main_job.py [--model smollm2] [--calls FILE] [--limit N]
+    python bench/bench_main_job.py [--model smollm2] [--calls FILE] [--limit N] [--every N]
     python bench/bench_main_job.py --calls FILE --against OTHER_FILE
 
 Two steps, the first skipped when ``--calls`` names a file that exists:
@@ -190,7 +190,8 @@ def _requests(call: dict[str, Any]) -> list[GenerateRequest] | list[RankRequest]
             for r in call["requests"]]
 
 
-def replay(model: str, calls: list[dict[str, Any]]) -> tuple[dict[str, float], list[str]]:
+def replay(model: str, calls: list[dict[str, Any]],
+           sides: tuple[str, ...] = ("before", "after")) -> tuple[dict[str, float], list[str]]:
     """(seconds per side and phase, a line per answer that differs)."""
     backend = load_preset(model, LoadOptions())
     if not isinstance(backend, HFBackend):
@@ -203,7 +204,7 @@ def replay(model: str, calls: list[dict[str, Any]]) -> tuple[dict[str, float], l
     for number, call in enumerate(calls):
         requests = _requests(call)
         answered: dict[str, list[dict[str, Any]]] = {}
-        for side in ("before", "after") if number % 2 == 0 else ("after", "before"):
+        for side in sides if number % 2 == 0 else sides[::-1]:
             backend.share_prefixes = side == "after"
             backend._last_prefix = last_prefix[side]  # each side reuses only its own prefix
             phases.side = f"{side}/"
@@ -213,10 +214,9 @@ def replay(model: str, calls: list[dict[str, Any]]) -> tuple[dict[str, float], l
             answered[side] = [_comparable(a) for a in answers]
         phases.side = ""
         for index, stored in enumerate(call["answers"]):
-            before, after = answered["before"][index], answered["after"][index]
-            if not before == after == stored:
-                differ.append(f"call {number} answer {index}: stored {stored!r}, before "
-                              f"{before!r}, after {after!r}")
+            if any(answers[index] != stored for answers in answered.values()):
+                differ.append(f"call {number} answer {index}: stored {stored!r}, " + ", ".join(
+                    f"{side} {answers[index]!r}" for side, answers in answered.items()))
         print(f"  call {number + 1}/{len(calls)} ({call['kind']}, {len(requests)} requests): "
               f"before {_total(phases.seconds, 'before'):.1f} s, after "
               f"{_total(phases.seconds, 'after'):.1f} s so far, {len(differ)} answers differ",
@@ -230,15 +230,17 @@ def _total(seconds: dict[str, float], side: str) -> float:
 
 def report(calls: list[dict[str, Any]], seconds: dict[str, float], differ: list[str]) -> None:
     answers = sum(len(call["answers"]) for call in calls)
-    print(f"replay: {len(calls)} backend calls, {answers} answers, each answered before and "
-          "after in the same batch")
+    both = _total(seconds, "before") > 0
+    print(f"replay: {len(calls)} backend calls, {answers} answers, each answered "
+          + ("before and after in the same batch" if both else "after only"))
     print(f"{'phase':14}{'before':>10}{'after':>10}{'after/before':>14}")
-    for name in ("tokenise", "prefill", "decode", "model-other"):
-        before, after = seconds.get(f"before/{name}", 0.0), seconds.get(f"after/{name}", 0.0)
-        print(f"{name:14}{before:>9.1f}s{after:>9.1f}s{after / max(before, 1e-9):>13.2f}")
-    before, after = _total(seconds, "before"), _total(seconds, "after")
-    print(f"{'model time':14}{before:>9.1f}s{after:>9.1f}s{after / max(before, 1e-9):>13.2f}")
-    print(f"identical answers: {answers - len(differ)}/{answers} (stored = before = after)")
+    rows = [(name, seconds.get(f"before/{name}", 0.0), seconds.get(f"after/{name}", 0.0))
+            for name in ("tokenise", "prefill", "decode", "model-other")]
+    for name, before, after in [*rows, ("model time", _total(seconds, "before"),
+                                        _total(seconds, "after"))]:
+        ratio = f"{after / before:>13.2f}" if before > 0 else ""
+        print(f"{name:14}{before:>9.1f}s{after:>9.1f}s{ratio}")
+    print(f"identical answers: {answers - len(differ)}/{answers} (stored = each side's)")
     for line in differ:
         print("  DIFFERS " + line)
 
@@ -273,6 +275,15 @@ def main() -> None:
                              "answers are compared with --calls' answer by answer, no replay")
     parser.add_argument("--limit", type=int, default=0,
                         help="replay only the first N calls (a quick look; 0: all)")
+    parser.add_argument("--after-only", action="store_true",
+                        help="replay the after side alone: only whether its answers equal the "
+                             "stored ones, in half the time (no ratio)")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="with --every, start at this call (--every 4 --offset 1: calls "
+                             "1, 5, 9...)")
+    parser.add_argument("--every", type=int, default=1,
+                        help="replay every Nth call (a sample of every suite where the whole "
+                             "replay takes too long: on a busy machine, 2x the run's model time)")
     options = parser.parse_args()
     if options.calls is not None and options.calls.exists():
         run = json.loads(options.calls.read_text())
@@ -292,8 +303,10 @@ def main() -> None:
         for line in differ:
             print("  DIFFERS " + line)
         return
-    selected = run["calls"][: options.limit] if options.limit else run["calls"]
-    seconds, differ = replay(options.model, selected)
+    selected = run["calls"][options.offset:: options.every]
+    selected = selected[: options.limit] if options.limit else selected
+    seconds, differ = replay(options.model, selected,
+                             ("after",) if options.after_only else ("before", "after"))
     report(selected, seconds, differ)
 
 
