@@ -16,7 +16,7 @@ the original releases instead, in the layout of ``shared/data/README.md``:
 
 A class's id is its place in the hub's ``ClassLabel`` (``icl_hub_classes``), as in HELMET:
 its label map shuffles those ids, so which integer a class is shown as depends on them. (Before,
-ids were the sorted names: on TREC coarse 268 of 500 gold integers differed from HELMET's.)
+ids were the sorted names: on TREC coarse 232 of 500 gold integers differed from HELMET's.)
 """
 
 from __future__ import annotations
