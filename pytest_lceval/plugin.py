@@ -33,7 +33,7 @@ from .run.data import DataError
 from .run.evaluation import Evaluator
 from .run.grid import Cell, format_depth, format_length
 from .run.lookahead import Lookahead, selected_cells
-from .run.model_usage import clear_usage, read_usage, usage_line, write_usage
+from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
 from .run.suite import get_suite, suites_of
 from .settings import SETTINGS, Settings, add_options, resolve, window_line
 from .store.database import Store
@@ -253,9 +253,11 @@ def _load(config: pytest.Config, settings: Settings, serving: ServingOptions) ->
 
 
 @pytest.fixture(scope="session")
-def lc_model(lc_backend: Backend, lc_store: Store, lc_settings: Settings) -> StoredModel:
+def lc_model(lc_backend: Backend, lc_store: Store, lc_settings: Settings,
+             pytestconfig: pytest.Config) -> StoredModel:
     """The model behind the store: answers already stored never reach it."""
-    return StoredModel(lc_backend, lc_store, lc_settings.batch_size)
+    return StoredModel(lc_backend, lc_store, lc_settings.batch_size,
+                       pytestconfig.stash[RUN_STARTED])
 
 
 @pytest.fixture(scope="session")
@@ -334,7 +336,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if latest.is_symlink():
             latest.unlink()
         os.symlink(run_dir.name, latest)
-    _write_lines(config, [*(usage_line(role, calls) for role, calls in read_usage(run_dir).items()),
+    _write_lines(config, [*(usage_line(role, calls, results)
+                            for role, calls in read_usage(run_dir).items()),
                           f"lceval: {len(results)} cells, results and reports in {run_dir}"])
 
 

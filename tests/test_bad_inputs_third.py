@@ -413,3 +413,30 @@ def test_loading_weights_prints_no_progress_bar(tmp_path: Path,
     captured = capfd.readouterr()
     assert "Loading weights" not in captured.err and "%|" not in captured.err, captured.err
     assert transformers.utils.logging.is_progress_bar_enabled()  # as it was
+
+
+# -- item 15: store counts that add up -----------------------------------------------------------
+
+
+@pytest.mark.bad_input("store-counts-fresh-two-workers", "store-counts-rerun-two-workers")
+def test_answered_and_read_add_up_to_the_cases_per_cell_and_per_run(
+        toy: pytest.Pytester) -> None:
+    """Under -n 2 a worker's lookahead answers cells the other worker then runs: those read
+    the answers this run gave, which are not "read from the store" (earlier runs') but
+    answered in this run. Fresh: every case answered; again with one more length: only its
+    cases answered, the rest read. Per cell and per run, answered + read = cases."""
+    store = ["--lceval-store", str(toy.path / "s.sqlite"), "-n", "2", "-p", "no:cacheprovider"]
+    for run, lengths, answered, read in (("fresh", "256,512,1k", 12, 0),
+                                         ("again", "256,512,1k,2k", 4, 12)):
+        outcome = toy.runpytest_subprocess(*GRID, *store, "--lengths", lengths, "--depths",
+                                           "0,50", "--lceval-run", run)
+        outcome.stdout.fnmatch_lines([
+            f"lceval: model: {answered} requests answered in * backend calls*; the cells' "
+            f"{answered + read} cases: {answered} answered in this run, {read} read from the "
+            f"store (answered by earlier runs)"])
+        rows = [json.loads(line) for line in
+                (toy.path / "reports" / run / "results.jsonl").read_text().splitlines()]
+        for row in rows:
+            metrics = row["metrics"]
+            assert metrics["answered_in_run"] + metrics["read_from_store"] == row["n"], row
+        assert sum(row["metrics"]["read_from_store"] for row in rows) == read

@@ -19,6 +19,7 @@ from ..models.serving_plugin import serving_options
 from ..run.data import DataError
 from ..run.grid import Cell
 from ..run.lookahead import selected_cells
+from ..run.model_usage import RUN_STARTED
 from ..run.suite import Suite, suites_of
 from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value
 from ..store.database import Store
@@ -212,7 +213,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def judge_panel(config: pytest.Config, store: Store, model: Backend) -> JudgePanel | None:
     """The process's judges over ``store``; None when the run names none. A judge that is the
     model under test, with the same options, is ``model`` itself (see ``_shares_model``)."""
-    judges = [Judge(spec, _loader(config, model), store)
+    judges = [Judge(spec, _loader(config, model), store, config.stash.get(RUN_STARTED, None))
               for spec in config.stash.get(JUDGES, ())]
     return JudgePanel(judges[0], judges[1] if len(judges) > 1 else None) if judges else None
 

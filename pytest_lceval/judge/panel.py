@@ -85,14 +85,17 @@ class Rated:
 class Judge:
     """One judge model behind the store, loaded at its first request."""
 
-    def __init__(self, spec: JudgeSpec, load: Callable[[JudgeSpec], Backend], store: Store) -> None:
+    def __init__(self, spec: JudgeSpec, load: Callable[[JudgeSpec], Backend], store: Store,
+                 run_started: float | None = None) -> None:
         self.spec = spec
         self._load = load
         self._store = store
+        self._run_started = run_started
 
     @functools.cached_property
     def model(self) -> StoredModel:
-        return StoredModel(self._load(self.spec), self._store, self.spec.batch_size)
+        return StoredModel(self._load(self.spec), self._store, self.spec.batch_size,
+                           self._run_started)
 
     @property
     def identity(self) -> str:

@@ -85,12 +85,24 @@ class StoredModel:
     request another live process has claimed is waited for instead.
     """
 
-    def __init__(self, backend: Backend, store: Store, batch_size: int = 8) -> None:
+    def __init__(self, backend: Backend, store: Store, batch_size: int = 8,
+                 run_started: float | None = None) -> None:
         self.backend = backend
         self.store = store
         self.batch_size = batch_size
         self.calls = CallCounter()
         self.owner = process_owner()
+        self.run_started = run_started
+        """When the run began (its controller's clock): an answer stored since then was
+        answered by this run, in this process or another, and is not counted as read from the
+        store; None counts every stored answer as read."""
+
+    def read_from_earlier_runs(self, keys: Sequence[str]) -> int:
+        """How many of ``keys`` (each occurrence) have answers stored before this run."""
+        if not keys or self.run_started is None:
+            return len(keys)
+        earlier = self.store.stored_before(self.backend.fingerprint, keys, self.run_started)
+        return sum(1 for key in keys if key in earlier)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)
@@ -130,7 +142,7 @@ class StoredModel:
         answers: dict[str, A] = {
             key: load(value) for key, value in self.store.get_answers(fingerprint, keys).items()
         }
-        self.calls.reused += sum(1 for key in keys if key in answers)
+        self.calls.reused += self.read_from_earlier_runs([key for key in keys if key in answers])
         fresh: set[str] = set()
         # One entry per distinct missing key: duplicates in a batch reach the model once.
         pending = [key for key in by_key if key not in answers]

@@ -53,6 +53,9 @@ class Answered:
     """Requests that reached the model or the store (the filter's probes included)."""
     seconds_model: float
     seconds_score: float
+    read: int = 0
+    """Of ``cases``, those whose answers earlier runs stored; the rest were answered in this
+    run, by this cell's call or by a call another cell made (lookahead, another worker)."""
 
 
 class Need(Protocol):
@@ -134,10 +137,11 @@ class Evaluator:
             progress.close()
         seconds_model = model.calls.seconds_here - spent
         requests = model.calls.here - before
+        read = model.read_from_earlier_runs([case.request().key() for case in kept])
         started = time.perf_counter()
         scored = self.score(task, [g.text for g in generations], kept, agreement)
         return Answered(kept, generations, scored, metrics, requests, seconds_model,
-                        time.perf_counter() - started)
+                        time.perf_counter() - started, read)
 
     def score(self, task: GenerationTask, outputs: Sequence[str], cases: Sequence[Case],
               agreement: bool = True) -> Scored:

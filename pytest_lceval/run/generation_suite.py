@@ -25,6 +25,7 @@ from .data import DataSource
 from .evaluation import Evaluator, NothingKept
 from .grid import Cell
 from .measurement import Measurement
+from .model_usage import ANSWERED, READ
 from .suite import CellRefused, CellSkipped, Suite
 
 SAMPLES_KEPT = 3
@@ -175,6 +176,10 @@ class GenerationSuite(Suite):
             raise CellSkipped(str(exc), stopped) from None
         notes.update(answered.filter_metrics)
         cases, generations, scored = answered.cases, answered.generations, answered.scored
+        # answered in this run + read from earlier runs = cases: model_requests counts only
+        # the requests this cell's own call sent, 0 for a cell another cell's call answered
+        notes[ANSWERED] = len(cases) - answered.read
+        notes[READ] = answered.read
         truncated = [case.meta["truncated"] for case in cases if "truncated" in case.meta]
         if truncated:  # HELMET's own files, cut as HELMET cuts an overflowing prompt
             notes["truncated"] = float(sum(truncated))

@@ -7,12 +7,25 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from ..models.stored import CallCounter
+from ..results.cells import CellResult
 from ..results.whole_file import OutOfSpace, write_whole
 from .workers import worker_label
 
+RUN_STARTED = pytest.StashKey[float]()
+"""When the run began, by its controller's clock (workers get it from the controller): what
+the store answers from before then was read, what it holds from since was answered by this
+run (``StoredModel.run_started``)."""
+ANSWERED = "answered_in_run"
+"""A cell's metric: its cases whose answers this run's model gave (its own call, or a call
+another cell made: lookahead, another worker)."""
+READ = "read_from_store"
+"""A cell's metric: its cases whose answers earlier runs stored."""
 FOLDER = "model-usage"
 FIELDS = ("requests", "batches", "reused", "seconds")
 
@@ -45,7 +58,17 @@ def read_usage(run_dir: Path) -> dict[str, CallCounter]:
     return totals
 
 
-def usage_line(role: str, calls: CallCounter) -> str:
+def usage_line(role: str, calls: CallCounter, results: Sequence[CellResult] = ()) -> str:
+    """What reached ``role``'s model. For the model under test, where the cells' cases got
+    their answers, from the results (each cell counts its own: ``ANSWERED`` + ``READ`` = its
+    cases), so the line adds up however the calls were shared among cells and workers."""
     per_call = f" ({calls.requests / calls.batches:.1f} per call)" if calls.batches else ""
-    return (f"lceval: {role}: {calls.requests} requests answered in {calls.batches} backend "
-            f"calls{per_call}, {calls.reused} read from the store, {calls.seconds:.1f} s")
+    line = (f"lceval: {role}: {calls.requests} requests answered in {calls.batches} backend "
+            f"calls{per_call}")
+    counted = [r for r in results if READ in r.metrics] if role == "model" else []
+    if not counted:
+        return line + f", {calls.reused} read from the store, {calls.seconds:.1f} s"
+    answered = sum(int(r.metrics[ANSWERED]) for r in counted)
+    read = sum(int(r.metrics[READ]) for r in counted)
+    return (line + f", {calls.seconds:.1f} s; the cells' {answered + read} cases: {answered} "
+            f"answered in this run, {read} read from the store (answered by earlier runs)")

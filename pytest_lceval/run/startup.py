@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +38,7 @@ from ..settings import SETTINGS, lookup
 from ..store.database import StoreFull
 from .data import DataError
 from .data_check import check_data_dir
+from .model_usage import RUN_STARTED
 from .progress import log_seconds
 from .selection import check_task_names, known_task_names
 from .suite import suites_of
@@ -140,11 +143,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """tryfirst: pytest-html makes the folder of ``--html`` in its own configure, and below a
-    file fails there with an INTERNALERROR; checked before, as ``--lceval-out`` is."""
+    file fails there with an INTERNALERROR; checked before, as ``--lceval-out`` is. The run's
+    start is noted (the controller's, on a worker)."""
+    workerinput = getattr(config, "workerinput", {})
+    config.stash[RUN_STARTED] = float(workerinput.get("lceval_run_started", time.time()))
     html_path = config.getoption("htmlpath", None)
     if html_path and not hasattr(config, "workerinput"):
         page = Path(os.path.expandvars(html_path)).expanduser().absolute()
         check_writable(page.parent, "--html")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """An xdist worker counts the run from its controller's start."""
+    node.workerinput["lceval_run_started"] = node.config.stash[RUN_STARTED]
 
 
 def check_writable(folder: Path, option: str, fix: str | None = None) -> None:

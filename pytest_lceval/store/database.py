@@ -227,6 +227,20 @@ class Store:
                     found[request] = value
         return found
 
+    def stored_before(self, fingerprint: str, keys: Iterable[str], since: float) -> set[str]:
+        """Which of ``keys`` have an answer stored before ``since`` (a time.time()): read from
+        an earlier run, not answered by this one."""
+        wanted = list(dict.fromkeys(keys))
+        earlier: set[str] = set()
+        db = self._connect()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            earlier.update(row[0] for row in db.execute(
+                f"SELECT request FROM answers WHERE fingerprint = ? AND created < ? "
+                f"AND request IN ({marks})", [fingerprint, since, *chunk]))
+        return earlier
+
     @_names_the_file
     def put_answers(self, fingerprint: str, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
         rows = []

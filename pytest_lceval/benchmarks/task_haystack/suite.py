@@ -124,6 +124,6 @@ def _batched(model: StoredModel, batch_size: int) -> StoredModel:
     same call counter."""
     if batch_size == model.batch_size:
         return model
-    view = StoredModel(model.backend, model.store, batch_size)
+    view = StoredModel(model.backend, model.store, batch_size, model.run_started)
     view.calls = model.calls
     return view
