@@ -45,18 +45,27 @@ def save_base(pytester: pytest.Pytester, *extra: str) -> None:
                        *extra).assert_outcomes(passed=4)
 
 
-def test_compare_fails_exactly_the_degraded_cells_with_n_2(suite: pytest.Pytester) -> None:
+def test_compare_marks_exactly_the_degraded_cells_and_the_suite_gate_fails_with_n_2(
+        suite: pytest.Pytester) -> None:
+    """The cells' own tests are the evidence of where the model lost; the pooled suite gate
+    fails the run (and is a failed test case of its own in the JUnit XML)."""
     save_base(suite)
     xml = suite.path / "junit.xml"
     outcome = suite.runpytest("--model", DEGRADED, *SMALL, "--lceval-run", "cmp",
                               "--lceval-compare", "base", "-n", "2", f"--junitxml={xml}")
-    outcome.assert_outcomes(passed=2, failed=2)
-    outcome.stdout.fnmatch_lines(["*vs baseline 'base': 0.000 vs 1.000, difference -1.000*"
-                                  "exact McNemar p=0.000488 on 12 discordant cases (12 worse, 0 "
-                                  "better), N=12: significant drop of at least --lceval-min-drop "
-                                  "0.050*"])
-    statuses = {row["nodeid"]: baseline_props(row)["baseline_status"]
-                for row in run_rows(suite, "cmp")}
+    outcome.assert_outcomes(passed=4)
+    assert outcome.ret == pytest.ExitCode.TESTS_FAILED
+    outcome.stdout.fnmatch_lines(["*suite gate FAILED baseline_suite: toy pooled over 4 compared "
+                                  "cells: 0.500 vs 1.000 in baseline 'base', difference -0.500*"
+                                  "exact McNemar p=1.19e-07 (24 worse, 0 better), N=48: "
+                                  "significant drop of at least --lceval-min-drop 0.05"])
+    rows = run_rows(suite, "cmp")
+    [message] = {j["message"] for row in rows for j in row["judgements"]
+                 if j["criterion"] == "baseline" and row["nodeid"].endswith("toy-1k-50]")}
+    assert message.startswith("vs baseline 'base': 0.000 vs 1.000, difference -1.000")
+    assert message.endswith("exact McNemar p=0.000488 on 12 discordant cases (12 worse, 0 "
+                            "better), N=12: significant drop of at least --lceval-min-drop 0.050")
+    statuses = {row["nodeid"]: baseline_props(row)["baseline_status"] for row in rows}
     assert statuses == {
         "test_suite.py::test_cell[toy-1k-0]": "unchanged",
         "test_suite.py::test_cell[toy-1k-50]": "regressed",
@@ -68,6 +77,8 @@ def test_compare_fails_exactly_the_degraded_cells_with_n_2(suite: pytest.Pyteste
     assert len(cases) == 4
     gates = {(c.get("classname"), c.get("name")) for c in every if c not in cases}
     assert ("lceval-gates.toy", "baseline_coverage") in gates  # each suite gate a test case
+    [failed] = [c.get("name") for c in every if c not in cases and c.find("failure") is not None]
+    assert failed == "baseline_suite"
     assert {classname for classname, _ in gates} == {"lceval-gates.toy"}
     for case in cases:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}

@@ -65,7 +65,7 @@ def compared_run(pytester: pytest.Pytester) -> Path:
     report = pytester.path / "report.html"
     outcome = pytester.runpytest("--model", "mock:grep?miss=40-60", *COMPARED, "--lceval-run",
                                  "cmp", "--lceval-compare", "base", f"--html={report}")
-    outcome.assert_outcomes(passed=2, failed=1)
+    outcome.assert_outcomes(passed=3)  # the cells are evidence; the pooled suite gate fails
     (pytester.path / "terminal.txt").write_text(outcome.stdout.str())
     return pytester.path / "reports" / "cmp"
 
@@ -74,8 +74,8 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
         pytester: pytest.Pytester) -> None:
     run = compared_run(pytester)
     text = (run / "summary.md").read_text()
-    assert text.startswith("### pytest-lceval ❌ 1 regressed against `base`; 1 of 3 cells "
-                           "failed")
+    assert text.startswith("### pytest-lceval ❌ 1 regressed against `base`; 1 suite gate "
+                           "failed: baseline_suite (toy)")
     table = [line for line in text.splitlines() if line.startswith("| toy · ")]
     assert table[0].startswith("| toy · `toy-1k-55` | string_match_all (0–1) | 1.000 | 0.000 | "
                                "-1.000 (")
@@ -87,14 +87,14 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
 
     terminal = (pytester.path / "terminal.txt").read_text().splitlines()
     ours = [line for line in terminal if line.startswith("lceval: pytest-lceval")]
-    assert ours == ["lceval: pytest-lceval 1 regressed against base; 1 of 3 cells failed; 1 "
-                    "suite gate failed: baseline_suite (toy): pass rate 67% (2/3), 0 skipped"]
+    assert ours == ["lceval: pytest-lceval 1 regressed against base; 1 suite gate failed: "
+                    "baseline_suite (toy): pass rate 100% (3/3), 0 skipped"]
     before = terminal[terminal.index(ours[0]) - 1]  # the verdict is the last lceval line
     assert before.startswith("lceval:   regressed toy · toy-1k-55: 1.000 -> 0.000, Δ -1.000")
     assert not any("inconclusive toy" in line for line in terminal)
 
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
-    assert "<b>pytest-lceval 1 regressed against base; 1 of 3 cells failed" in page
+    assert "<b>pytest-lceval 1 regressed against base; 1 suite gate failed" in page
     assert '<p class="look-first">Look first at: toy-1k-55 (regressed against base: 100.0% ' \
            "→ 0.0%, Δ -100.0 points, p &lt;0.001)." in page
     comparison = page[page.index("<h3>Comparison with baseline base: 1 regressed, "
@@ -104,7 +104,7 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
     assert comparison.index("<details><summary>1 unchanged") < comparison.index(
         "<td>toy-1k-0</td>")  # folded away
     badge = (run / "badge.svg").read_text()
-    assert "lceval vs base" in badge and "1 regressed, 67% (2/3)" in badge
+    assert "lceval vs base" in badge and "1 gate failed, 1 regressed, 100% (3/3)" in badge
 
 
 def test_every_results_and_summary_line_is_strict_json_with_intervals_in_bounds(

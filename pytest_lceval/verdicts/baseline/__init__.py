@@ -7,8 +7,11 @@ model's tokenizer, so two runs' scores pair case by case; when no case key match
 measured different prompts and the comparison is refused with the likely cause
 (runs that share only some cases, e.g. with different --samples, pair on those).
 
-Cells pair by test id (pytest's nodeid). A cell fails only when its drop is significant *and*
-at least ``--lceval-min-drop`` (see :class:`pytest_lceval.verdicts.stats.PairedComparison`).
+Cells pair by test id (pytest's nodeid). A cell "regressed" when its drop is significant *and*
+at least ``--lceval-min-drop`` (see :class:`pytest_lceval.verdicts.stats.PairedComparison`): the
+evidence of where a model lost. What fails the run is the same rule on the cases of every
+compared cell of a suite and of each task, pooled (``pooled.py``), with the family-wise error at
+alpha.
 
 The saved-run file and case pairing live in ``saved.py``; the options, the judge and the session
 hook in ``baseline_plugin.py``; the suite and task gates over every compared cell's pooled cases
