@@ -26,8 +26,9 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
 With ``--against``, two recorded runs (say one made with ``SHARE_PREFIXES`` off, one with it on)
 are compared instead of a replay: their time per phase, and every answer, matched by request.
 
-The numbers are wall seconds; on a machine whose cores others use, the ratio is the number to
-read (both sides saw the same load, call by call), not the seconds.
+The numbers are wall seconds, and *model CPU* the process's CPU seconds (all its threads) over
+each side's calls: on a machine whose cores others use, the ratios are the numbers to read (both
+sides saw the same load, call by call), the CPU one the steadier, not the seconds.
 """
 
 from __future__ import annotations
@@ -201,6 +202,7 @@ def replay(model: str, calls: list[dict[str, Any]],
     phases.watch_forward(backend.model)
     differ: list[str] = []
     last_prefix: dict[str, Any] = {"before": None, "after": None}
+    cpu_seconds: dict[str, float] = defaultdict(float)
     for number, call in enumerate(calls):
         requests = _requests(call)
         answered: dict[str, list[dict[str, Any]]] = {}
@@ -208,20 +210,27 @@ def replay(model: str, calls: list[dict[str, Any]],
             backend.share_prefixes = side == "after"
             backend._last_prefix = last_prefix[side]  # each side reuses only its own prefix
             phases.side = f"{side}/"
+            cpu = time.process_time()
             with phases.phase("model-other"):
                 answers = getattr(backend, call["kind"])(requests)
+            cpu_seconds[side] += time.process_time() - cpu
             last_prefix[side] = backend._last_prefix
             answered[side] = [_comparable(a) for a in answers]
         phases.side = ""
         for index, stored in enumerate(call["answers"]):
-            if any(answers[index] != stored for answers in answered.values()):
-                differ.append(f"call {number} answer {index}: stored {stored!r}, " + ", ".join(
-                    f"{side} {answers[index]!r}" for side, answers in answered.items()))
+            mine = [answers[index] for answers in answered.values()]
+            if any(answer != stored for answer in mine):
+                # "sides": before and after disagree; "stored": they agree, the run did not
+                where = "sides" if any(answer != mine[0] for answer in mine) else "stored"
+                differ.append(f"{where}: call {number} answer {index}: stored {stored!r}, "
+                              + ", ".join(f"{side} {answers[index]!r}"
+                                          for side, answers in answered.items()))
         print(f"  call {number + 1}/{len(calls)} ({call['kind']}, {len(requests)} requests): "
               f"before {_total(phases.seconds, 'before'):.1f} s, after "
               f"{_total(phases.seconds, 'after'):.1f} s so far, {len(differ)} answers differ",
               flush=True)
-    return dict(phases.seconds), differ
+    return {**phases.seconds, **{f"cpu/{side}": value for side, value in cpu_seconds.items()}}, \
+        differ
 
 
 def _total(seconds: dict[str, float], side: str) -> float:
@@ -237,10 +246,15 @@ def report(calls: list[dict[str, Any]], seconds: dict[str, float], differ: list[
     rows = [(name, seconds.get(f"before/{name}", 0.0), seconds.get(f"after/{name}", 0.0))
             for name in ("tokenise", "prefill", "decode", "model-other")]
     for name, before, after in [*rows, ("model time", _total(seconds, "before"),
-                                        _total(seconds, "after"))]:
+                                        _total(seconds, "after")),
+                                ("model CPU", seconds.get("cpu/before", 0.0),
+                                 seconds.get("cpu/after", 0.0))]:
         ratio = f"{after / before:>13.2f}" if before > 0 else ""
         print(f"{name:14}{before:>9.1f}s{after:>9.1f}s{ratio}")
-    print(f"identical answers: {answers - len(differ)}/{answers} (stored = each side's)")
+    sides = sum(line.startswith("sides") for line in differ)
+    print(f"identical answers: {answers - sides}/{answers} between the sides, "
+          f"{answers - len(differ)}/{answers} also equal to the recorded run's (a difference "
+          "from the run alone is a change made since it was recorded, not the sides')")
     for line in differ:
         print("  DIFFERS " + line)
 
