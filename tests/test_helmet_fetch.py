@@ -54,7 +54,8 @@ def test_fetched_folders_give_the_tasks_cells_and_a_rerun_asks_nothing(
     fetched = suites.runpytest_subprocess("--helmet-fetch", "--lceval-fetch-dir", str(cache),
                                           *COLLECT)
     fetched.stderr.fnmatch_lines([f"fetch: into {cache}", f"fetch:   helmet: hub {REPO} "
-                                  f"{ARCHIVE} (*), then extract kilt, msmarco, alce",
+                                  f"{ARCHIVE} (*), then extract kilt, msmarco, alce, "
+                                  f"multi_lexsum if the archive has it",
                                   "fetch: * of * (100 %), *"])
     fetched.stdout.fnmatch_lines(["*test_rag.py::test_rag[[]kilt_nq-*",
                                   "*test_rerank.py::test_rerank[[]msmarco_rerank-*"])
