@@ -65,13 +65,13 @@ pytest_plugins = [
     "pytest_lceval.verdicts.effective.effective_plugin",
     "pytest_lceval.report.summary",
     "pytest_lceval.report.badge",
-    "pytest_lceval.report.html",
     "pytest_lceval.report.junit_gates",
+    "pytest_lceval.report.html",
     "pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin",
     "pytest_lceval.run.selection",
     "pytest_lceval.run.startup",
-    "pytest_lceval.report.run_progress",
     "pytest_lceval.run.completion",
+    "pytest_lceval.report.run_progress",
     "pytest_lceval.benchmarks.helmet.cite_plugin",
     "pytest_lceval.judge.judge_plugin",
 ]
@@ -356,7 +356,26 @@ def _verdict(session: pytest.Session, results: list[CellResult]) -> RunVerdict:
                      completion.not_run if completion else 0,
                      completion.stopped(session) if completion else "")
     session.exitstatus = verdict.exit_status(session.exitstatus)
+    _count_in_pytest_line(config, verdict)
     return verdict
+
+
+def _count_in_pytest_line(config: pytest.Config, verdict: RunVerdict) -> None:
+    """pytest's own last line counts what fails the run besides tests: "4 passed, 1 gate
+    failed", "12 passed, 40 not run". Without it a gate-failed run ended on "4 passed" in green.
+    The keys are ones pytest does not know, so its counts of tests (and pytester's parsing of
+    them) stay as they were, and the line is no longer green."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    failed = verdict.failed_gates
+    if failed:
+        reporter.stats["gate failed" if len(failed) == 1 else "gates failed"] = list(failed)
+    if verdict.not_run:
+        reporter.stats["not run"] = [verdict] * verdict.not_run
+    refresh = getattr(reporter, "_set_main_color", None)
+    if refresh is not None:  # pytest keeps the line's kinds from before its last test, which an
+        refresh()           # interrupted run never reached
 
 
 def _write_lines(config: pytest.Config, lines: list[str]) -> None:

@@ -73,6 +73,8 @@ class Told:
     latest_is_this_run: bool
     json_outcome: str
     """summary.json's outcome; its headline is summary.md's (checked in ``told``)."""
+    pytest_line: str
+    """pytest's own last line ('4 passed, 1 gate failed in 3.21s')."""
 
 
 def told(pytester: pytest.Pytester, run: str, exit_status: int, stdout: str) -> Told:
@@ -113,7 +115,8 @@ def told(pytester: pytest.Pytester, run: str, exit_status: int, stdout: str) -> 
         mark, re.findall(r"<p class='\w+'><b>([^<]*)</b></p>", page)[0],
         (re.findall(r">([^<]+)</text>", svg)[-1], re.findall(r'<path fill="(#\w+)"', svg)[1]),
         int(suite.get("failures") or 0), gates, html_gates, markdown_gates,
-        latest.is_symlink() and latest.resolve() == folder.resolve(), data["outcome"])
+        latest.is_symlink() and latest.resolve() == folder.resolve(), data["outcome"],
+        stdout.strip().splitlines()[-1])
 
 
 def agree(said: Told, outcome: str, verdict: str, failed_cells: int = 0,
@@ -133,6 +136,9 @@ def agree(said: Told, outcome: str, verdict: str, failed_cells: int = 0,
     assert text.startswith("incomplete, ") == (outcome == "incomplete")
     assert (f"{failed_gates} gate" in text) == bool(failed_gates)
     assert said.junit_failures == failed_cells + failed_gates + (outcome == "incomplete")
+    counted = re.search(r"(\d+) gates? failed", said.pytest_line)
+    assert int(counted.group(1) if counted else 0) == failed_gates, said.pytest_line
+    assert ("not run" in said.pytest_line) == (outcome == "incomplete"), said.pytest_line
     junit = {"passed": "passed", "FAILED": "failure", "not applied": "skipped",
              "not applied, FAILED": "failure"}
     assert said.junit_gates == {key: junit[status] for key, status in gates.items()}
