@@ -10,11 +10,13 @@ one holding some gets a header line saying, suite by suite, what was found and w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..fetch.catalog import RELEASES
-from .data import DataError
+from .data import DataError, DataSource
+from .generation_suite import GenerationSuite, NeedsData
+from .suite import Suite
 
 SHOWN = 6
 """Entries of a directory named in the error, at most."""
@@ -31,14 +33,25 @@ def suite_folders(suites: Iterable[str]) -> dict[str, tuple[str, ...]]:
     return {suite: tuple(names) for suite, names in sorted(folders.items())}
 
 
-def check_data_dir(root: Path, suites: Iterable[str]) -> list[str]:
+def tasks_fed_by(root: Path, suites: Iterable[Suite]) -> list[str]:
+    """Tasks that declare the data they read (``NeedsData``) and find it in ``root``: a
+    plugin's own folder, which the catalog does not know, makes the directory the right one."""
+    data = DataSource(root)
+    return [f"{suite.name}/{task.name}" for suite in suites if isinstance(suite, GenerationSuite)
+            for task in suite.tasks.values()
+            if isinstance(task, NeedsData) and task.missing_data(data) is None]
+
+
+def check_data_dir(root: Path, suites: Mapping[str, Suite]) -> list[str]:
     """Header lines for data directory ``root``; DataError when it holds none of the folders
-    that ``suites`` read."""
+    that ``suites`` read, by the catalog or by their tasks' own declarations."""
     reads = suite_folders(suites)
     expected = list(dict.fromkeys(folder for names in reads.values() for folder in names))
     if not expected:
         return []
     found = {folder for folder in expected if (root / folder).is_dir()}
+    if not found and tasks_fed_by(root, suites.values()):
+        return []
     if not found:
         listed = ", ".join(f"{folder}/" for folder in expected)
         raise DataError(f"{root} holds none of the folders the suites read ({listed})"
