@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from toy_suite import JUDGED_TASK
 
 import pytest_lceval
 
@@ -95,3 +96,48 @@ def test_no_plugin_module_is_imported_before_pytest_loads_it() -> None:
         early.update({later: plugin for later in pytest_plugins[position + 1:]
                       if later in imported})
     assert early == {}
+
+
+AUTHOR_SOURCES = {
+    **{str(path.relative_to(PACKAGE.parent)): path.read_text(encoding="utf-8")
+       for path in sorted((PACKAGE.parent / "docs" / "examples" / "row_lookup").glob("*.py"))},
+    "tests/toy_task.py": (Path(__file__).parent / "toy_task.py").read_text(encoding="utf-8"),
+    "tests/toy_suite.py:JUDGED_TASK": JUDGED_TASK,
+}
+"""What a suite, task or criterion author writes: the out-of-tree example and the toy tasks the
+plugin's own tests register."""
+
+
+def package_imports(source: str) -> list[str]:
+    """The modules of this package that ``source`` imports (absolute imports only: an author's
+    file is outside the package)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        found += [name for name in names if name.split(".")[0] == PACKAGE.name]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(AUTHOR_SOURCES))
+def test_an_authors_file_imports_only_the_public_api(name: str) -> None:
+    internal = [module for module in package_imports(AUTHOR_SOURCES[name])
+                if module != "pytest_lceval.api"]
+    assert internal == []
+
+
+@pytest.mark.parametrize("source", ["from pytest_lceval.run.grid import Cell",
+                                    "import pytest_lceval.run.suite as suite",
+                                    "from pytest_lceval import api"])
+def test_the_public_api_rule_sees_an_internal_import(source: str) -> None:
+    assert [module for module in package_imports(source) if module != "pytest_lceval.api"]
+
+
+def test_the_public_api_names_what_its_docstring_lists() -> None:
+    """Every exported name resolves, and the docstring says what each one is for."""
+    from pytest_lceval import api
+
+    assert api.__doc__ is not None
+    undocumented = [name for name in api.__all__ if f"``{name}``" not in api.__doc__]
+    assert undocumented == []
+    assert all(hasattr(api, name) for name in api.__all__)

@@ -22,10 +22,7 @@ JUDGED_SUITE = SUITE.replace('suite="toy"', 'suite="judged"')
 JUDGED_TASK = '''
 from dataclasses import dataclass
 
-from pytest_lceval.run.generation_suite import GenerationSuite
-from pytest_lceval.judge.rubrics import RUBRICS
-from pytest_lceval.results.records import Case, Prompt
-from pytest_lceval.results.score_metric import SUBEM
+from pytest_lceval.api import RUBRICS, SUBEM, Case, GenerationSuite, Prompt
 
 FACTS = [("Skye", "the island"), ("Rome", "the city"), ("Oslo", "the capital"),
          ("Lima", "the town")]

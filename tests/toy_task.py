@@ -8,12 +8,18 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_lceval.results.records import Case, Prompt
-from pytest_lceval.results.score_metric import STRING_MATCH_ALL, ScoreMetric
-from pytest_lceval.run.generation_suite import GenerationSuite
-from pytest_lceval.run.grid import Cell, case_seed
-from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
-from pytest_lceval.tasks.metrics import string_match_all
+from pytest_lceval.api import (
+    STRING_MATCH_ALL,
+    BuildContext,
+    Case,
+    Cell,
+    CellDoesNotFit,
+    GenerationSuite,
+    Prompt,
+    ScoreMetric,
+    case_seed,
+    string_match_all,
+)
 
 
 @dataclass(frozen=True)

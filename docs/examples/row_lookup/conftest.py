@@ -6,13 +6,8 @@ criterion (better than chance). Run from this folder: pytest --model=mock:grep -
 import random
 from dataclasses import dataclass
 
-from pytest_lceval.results.cells import Judgement
-from pytest_lceval.results.records import GenerateRequest, Prompt
-from pytest_lceval.results.score_metric import ScoreMetric
-from pytest_lceval.run.grid import Cell, case_seed
-from pytest_lceval.run.measurement import Measurement
-from pytest_lceval.run.suite import CellSkipped, Suite
-from pytest_lceval.verdicts.criteria import Assessment, VerdictPolicy
+from pytest_lceval.api import (Assessment, Cell, CellSkipped, GenerateRequest, Judgement,
+                               Measurement, Prompt, ScoreMetric, Suite, VerdictPolicy, case_seed)
 
 WORDS = "amber birch cobalt delta ember fjord garnet harbor indigo juniper".split()
 
