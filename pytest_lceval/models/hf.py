@@ -24,6 +24,12 @@ Prefill. A model with sliding-window layers reads a long prompt in chunks of ``P
 tokens (generation and rank prefixes alike), so those layers attend to their window's cache
 rather than the whole prompt; the chunk size is part of the fingerprint.
 
+Shared prefixes. With ``share_prefixes`` (``SHARE_PREFIXES``) a generate batch goes through
+``hf_shared``: each prefix its prompts share is prefilled once, each prompt's rest unpadded, and
+finished rows leave the decode. The same greedy tokens up to fp32 rounding (the sums grouped
+differently); it is not part of the fingerprint because every answer ``bench/bench_main_job.py``
+checked was equal. ``SHARE_PREFIXES`` says what was measured and why it is off by default.
+
 Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
 renderer, the context window and the whole fingerprint (the dtype is the one asked for, which is
 the one loaded). The weights load at the first request that reaches the model, so a rerun whose
@@ -77,8 +83,13 @@ answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy
 (SmolLM2 at 8k), so it prefills whole."""
 SHARE_PREFIXES = False
 """Whether generate batches go through ``hf_shared`` by default. Its sums round differently from
-a padded batch's (logits ~1e-5 apart), which can flip a greedy token at a near tie, so it stays
-off until ``bench/bench_main_job.py`` has shown every answer of the main job unchanged."""
+a padded batch's (logits up to ~3e-5 apart on SmolLM2), which can flip a greedy token at a near
+tie. On the main job's recorded calls (``bench/bench_main_job.py``, 2 busy CPU cores) every
+answer it gave equalled the padded batch's (54 of the 72 generate answers checked), but it saved
+little: the main job sends one cell (2 cases) a call, whose prompts share 7 % of their tokens
+(RULER's depth-50 cells up to half, most tasks a few dozen), and 6 calls took 0.93x the CPU
+time (0.85x wall; another sample of 18 calls 1.04x wall). Too little to change the default's
+arithmetic without the full check; off until a workload whose prompts share more shows more."""
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

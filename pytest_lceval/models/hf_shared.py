@@ -20,8 +20,8 @@ new tokens, pad after a finished row, as wide as the longest-running row of the 
 Rounding. The arithmetic is the same but not its grouping: a prompt prefilled in two pieces, or
 a row alone instead of in a padded batch, rounds fp32 sums differently (logits differ by ~1e-5),
 which flips a greedy token only where two logits tie that closely. ``bench/bench_main_job.py``
-counts the answers that differ; the backend uses this path by default only because that count
-was zero (see ``HFBackend.share_prefixes``).
+counts the answers that differ and times both paths; ``hf.SHARE_PREFIXES`` says what it found
+and why the backend uses this path only when ``share_prefixes`` is set.
 """
 
 from __future__ import annotations
