@@ -121,7 +121,7 @@ class Settings:
     stop_newline: str = STOP_CHOICES[0]
     """'released' (answers never stop at a newline, as HELMET's released code) or 'config'
     (they stop there where HELMET's configs say ``stop_new_line: true``):
-    benchmarks/helmet/pipeline.py."""
+    tasks/stops.py."""
 
     def data_source(self) -> DataSource:
         """Where tasks read their files: one construction, so every reader sees both folders."""

@@ -4,6 +4,9 @@ package's top level stays small (docs/ARCHITECTURE.md)."""
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -141,3 +144,106 @@ def test_the_public_api_names_what_its_docstring_lists() -> None:
     undocumented = [name for name in api.__all__ if f"``{name}``" not in api.__doc__]
     assert undocumented == []
     assert all(hasattr(api, name) for name in api.__all__)
+
+
+FOLDERS = {path.name for path in PACKAGE.rglob("*") if path.is_dir() and path.name != "__pycache__"}
+"""Every folder of the package, at any depth: a path in prose that starts with one names a file
+of the package (a reference repository's path, ``scripts/...``, starts with none)."""
+TOP_LEVEL = {PACKAGE.name, *(path.stem for path in PACKAGE.iterdir()
+                             if path.suffix == ".py" or (path / "__init__.py").is_file())}
+"""The first part of a dotted name of this package's modules (``run.grid``,
+``pytest_lceval.run.grid``)."""
+PROSE_PATH = re.compile(r"(?<![\w/.-])((?:[A-Za-z_]\w*/)+[A-Za-z_]\w*\.py)\b")
+PROSE_DOTTED = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w(/-])")
+FILE_SUFFIXES = {"py", "json", "jsonl", "md", "html", "csv", "txt", "sqlite", "png", "svg", "xml"}
+
+
+def prose(source: str) -> list[str]:
+    """The docstrings (module, class, function and attribute ones) and comments of ``source``."""
+    found = [token.string for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    return found + [node.value.value for node in ast.walk(ast.parse(source))
+                    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)]
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What module ``path`` defines or imports at its top level (``models.stored._gathering``
+    names one)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def stale_names(text: str) -> list[str]:
+    """The module names in ``text`` that name nothing in the package: a path (``run/grid.py``,
+    ``helmet/pipeline.py``) no file of the package or the repository ends with, a dotted name
+    (``run.grid.Cell``, ``plugin.fetch``) whose module is not there or does not define what
+    follows it."""
+    files = [path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")]
+    stale = [name for name in PROSE_PATH.findall(text) if name.split("/")[0] in FOLDERS
+             and not (PACKAGE.parent / name).is_file()
+             and not any(f"/{file}".endswith(f"/{name}") for file in files)]
+    for name in PROSE_DOTTED.findall(text):
+        parts = name.split(".")
+        if parts[0] not in TOP_LEVEL or parts[-1] in FILE_SUFFIXES:
+            continue
+        parts = parts if parts[0] == PACKAGE.name else [PACKAGE.name, *parts]
+        found = max(range(1, len(parts) + 1),
+                    key=lambda n: n if module_path(".".join(parts[:n])) else 0)
+        module = module_path(".".join(parts[:found]))
+        if module is None or (found < len(parts) and parts[found] not in top_level_names(module)
+                              and module_path(".".join(parts[:found + 1])) is None):
+            stale.append(name)
+    return stale
+
+
+LISTED = re.compile(r"``([a-z_][a-z0-9_]*)``")
+
+
+def unlisted_modules(init: Path, docstring: str) -> list[str]:
+    """The bare names (````plugin````) in a package's ``__init__`` docstring, which lists its
+    modules, that are no module or folder of that package."""
+    present = {path.stem for path in init.parent.iterdir()
+               if path.suffix == ".py" or (path / "__init__.py").is_file()}
+    return [name for name in LISTED.findall(docstring) if name not in present]
+
+
+def test_a_packages_docstring_lists_only_its_modules() -> None:
+    stale = {f"{init.relative_to(PACKAGE)}: {name}" for init in sorted(PACKAGE.rglob("__init__.py"))
+             for name in unlisted_modules(init, ast.get_docstring(ast.parse(
+                 init.read_text(encoding="utf-8"))) or "")}
+    assert sorted(stale) == []
+
+
+def test_the_listing_rule_sees_a_module_that_moved() -> None:
+    init = PACKAGE / "judge" / "__init__.py"
+    assert unlisted_modules(init, "``panel`` asks, ``judge_plugin`` and ``plugin`` wire") == \
+        ["plugin"]
+
+
+def test_docstrings_and_comments_name_only_modules_that_exist() -> None:
+    stale = {f"{path.relative_to(PACKAGE)}: {name}" for path in sorted(PACKAGE.rglob("*.py"))
+             for text in prose(path.read_text(encoding="utf-8")) for name in stale_names(text)}
+    assert sorted(stale) == []
+
+
+@pytest.mark.parametrize(("text", "stale"), [
+    ("the newline rule (benchmarks/helmet/newline.py)", ["benchmarks/helmet/newline.py"]),
+    ("the newline rule (helmet/newline.py)", ["helmet/newline.py"]),
+    ("repaired by ``store.store_repair``", ["store.store_repair"]),
+    ("the plugin's ``plugin.fetch``", ["plugin.fetch"]),
+    ("``pytest_lceval.run.grid.Celll``", ["pytest_lceval.run.grid.Celll"]),
+    ("``run.grid.Cell``, run/grid.py, helmet/pipeline.py, HELMET's scripts/eval.py, "
+     "results.jsonl, ``models.stored``, pytest_lceval.fetch", []),
+])
+def test_the_module_name_rule_tells_a_stale_name_from_a_live_one(text: str,
+                                                                  stale: list[str]) -> None:
+    assert stale_names(text) == stale

@@ -66,7 +66,7 @@ from .summary import (
 PROMPT_CHARS = 4000
 """Cap on a prompt's characters shown per sample, head and tail, the middle elided (results
 already keep an excerpt: head, a window around the gold answer and tail, see
-results.clip_sample; this only guards against suites that keep more)."""
+results.cells.clip_sample; this only guards against suites that keep more)."""
 OUTPUT_CHARS = 600
 TABLE_ROWS = 40
 """Rows shown of a CSV table from the run folder."""

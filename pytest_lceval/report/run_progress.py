@@ -1,7 +1,7 @@
 """The whole run on the terminal: a plan before the first cell, then progress and an ETA.
 
 After collection one line states the plan (suites, cells, cases, tokens, estimated time, see
-``run_plan``), after the start-up lines of the suites that have cells in it (``Suite.header``:
+``run/plan.py``), after the start-up lines of the suites that have cells in it (``Suite.header``:
 a recall-only run prints nothing of Task Haystack's settings). As cells finish, the whole
 run's progress (cells, cases, tokens/s, elapsed, ETA) is rewritten in place on a terminal and
 printed as a line every 5 % of the cells in a log.

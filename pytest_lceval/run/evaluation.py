@@ -101,7 +101,7 @@ class Evaluator:
     def build(self, task: GenerationTask, cell: Cell) -> list[Case]:
         """The cell's cases as this run asks them: built in the task's rendering
         (``context_for``), their answers stopped where ``--lceval-stop-newline`` says
-        (benchmarks/helmet/pipeline.py). Raises CellDoesNotFit."""
+        (tasks/stops.py). Raises CellDoesNotFit."""
         return with_stops(task.build(cell, self.context_for(task)), task,
                           self.settings.stop_newline)
 

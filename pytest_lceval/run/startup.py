@@ -3,7 +3,7 @@
 At session start, on the controller (before collection, before any xdist worker starts), every
 problem that would otherwise fail each cell, or fail only after the model has worked, becomes one
 usage error naming the option and the fix: unknown task names, a broken essay file, an output
-folder that cannot be written (store_repair checks the store's), a model named by --model (or
+folder that cannot be written (store/repair.py checks the store's), a model named by --model (or
 its ini key) that cannot load (missing or empty folder, not a model, no CUDA), a server that
 does not answer.
 Then the run's own folder is made (``claim_run_dir``), one no other run shares.

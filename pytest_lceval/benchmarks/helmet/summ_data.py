@@ -2,7 +2,7 @@
 directory (``--lceval-data``) in the formats of ``shared/data/README.md``.
 
 - ``leval/<name>.jsonl`` (L-Eval's open-ended tasks, the substitutes for ∞Bench Sum), read by
-  the long-QA reader (``helmet_longqa_data.read_leval_qa``: rule-graded rows only, since the
+  the long-QA reader (``longqa_data.read_leval_qa``: rule-graded rows only, since the
   ``LLM``/``human`` rows repeat earlier documents). Every (instruction, output) pair is an item,
   its output the reference summary; the instruction is the item's query for meeting summaries
   (QMSum's requests) and dropped for the others (a generic "summarize this").

@@ -16,7 +16,7 @@ the haystack's tokens, so that the axis means the same at every length (``Placed
 
 Every case starts its essay at the first word, as RULER's does: its cases differ by their
 needles and where they go. A haystack is measured as pieces that carry their own token counts
-(``haystack_text``), so the fitting adds counts instead of tokenising a long prompt repeatedly.
+(``filler_text``), so the fitting adds counts instead of tokenising a long prompt repeatedly.
 """
 
 from __future__ import annotations

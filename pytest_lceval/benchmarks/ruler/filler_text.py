@@ -114,10 +114,10 @@ class Context:
     """Characters ``finish`` took off the joined pieces' start and end."""
     units: int = 0
     """Haystack units it holds (words, lines), where its builder counts them (RULER's
-    ``num_haystack``; ``ruler_haystack``)."""
+    ``num_haystack``; ``essay_haystack``)."""
     insertions: tuple[int, ...] = ()
     """The unit index (sentence, line) each key item was inserted before, in the order the
-    builder was given them, where it counts them (``ruler_haystack``)."""
+    builder was given them, where it counts them (``essay_haystack``)."""
 
     def depth_of(self, tag: str) -> float:
         return next(depth for name, depth in self.depths if name == tag)

@@ -1,5 +1,5 @@
 """RULER's needle-in-a-haystack tasks: single, multi-key, multi-value and multi-query needles in a
-noise, essay or needle haystack, built as RULER's ``niah.py`` builds them (``ruler_haystack``),
+noise, essay or needle haystack, built as RULER's ``niah.py`` builds them (``essay_haystack``),
 with HELMET's wording and answer prefix and no demonstrations (HELMET's loader gives RULER
 tasks none; RULER has none).
 

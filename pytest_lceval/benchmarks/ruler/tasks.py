@@ -22,28 +22,28 @@ run in the same suite. RULER's QA tasks come with the RAG data, not here.
 Choices, each explained where it is made:
 
 - Prompts are HELMET's templates and end with HELMET's answer prefix, for base and
-  chat-template models alike (``recall_common``). Only JSON KV has HELMET's two in-context
+  chat-template models alike (``common``). Only JSON KV has HELMET's two in-context
   demonstrations (own keys, never the test key); HELMET gives RULER tasks none, except the one
   solved example RULER itself puts before vt and cwe.
 - No stop string: HELMET's recall runs with ``stop_new_line: false`` and scores the whole
-  output (``recall_common``).
+  output (``common``).
 - Under ``--chat-template auto`` the recall tasks read the raw prompt (HELMET's
   ``use_chat_template: false``); ``on`` and ``off`` decide for themselves (``chat_choice``).
 - Multi-value and multi-query needles, the vt chain and the cwe / fwe lists have no single
   depth (as in RULER), so those tasks have no depth axis; needles' depths are in
   ``Case.meta["key_depths"]``.
 - Depth is counted in tokens as the share of the rest of the context before the key item, so 0 %
-  is first and 100 % last at any length (``haystack_text``).
+  is first and 100 % last at any length (``filler_text``).
 - VT, CWE and FWE are generated as RULER f682453 wrote HELMET's files (``--lceval-ruler``
-  c3f5e3b: as RULER's code does since 2025); NIAH is the same in both (``recall_common``).
+  c3f5e3b: as RULER's code does since 2025); NIAH is the same in both (``common``).
 - Case i draws the same keys, values and demonstrations at every length and depth, so heatmap
-  rows and columns are paired (``recall_common.case_rngs``).
+  rows and columns are paired (``common.case_rngs``).
 - Length: prompt (template, BOS) + generation budget within [99 %, 100 %] of the cell length,
   measured with the model's renderer; haystacks of whole items (needles, JSON pairs, words)
   coarser than 1 % of a small length are accepted within one item (``fitting``).
 
-Generators live in ``recall_niah``, ``recall_json``, ``recall_variables`` and ``recall_words``;
-the token-level context builder in ``haystack_text``, ``haystack_items`` and ``fitting``.
+Generators live in ``niah``, ``json_kv``, ``variable_tracking`` and ``common_words``;
+the token-level context builder in ``filler_text``, ``filler_items`` and ``fitting``.
 """
 
 from __future__ import annotations

@@ -6,5 +6,5 @@ short-context ability, LC_l = (S_l - Base) / Base.
 - ``base``: the base ability of a task, computed once through the store.
 - ``criterion``: the judge hook that records LC_l with its bootstrap interval and asserts it.
 - ``summary``: the session's Table-7-style summary (markdown, CSV) and LC-vs-length plot.
-- ``plugin``: the pytest wiring.
+- ``longscore_plugin``: the pytest wiring.
 """
