@@ -24,16 +24,16 @@ def test_a_kind_that_declares_no_check_is_refused() -> None:
         registry._Factory("pkg.mod", "load", None, "a new engine")  # type: ignore[call-arg]
 
 
-def _refuse(spec: ModelSpec, options: LoadOptions) -> None:
-    raise PreflightError(f"{spec.target}: refused by its kind's own check")
+def _refuse(kind: str, target: str, options: LoadOptions) -> None:
+    raise PreflightError(f"{kind}:{target}: refused by its kind's own check")
 
 
 def test_start_up_runs_the_check_its_kind_declares(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.BACKENDS, "engine", registry._Factory(
-        "pkg.engine", "load", None, "a new engine", _refuse, lambda spec, options: 4096))
+        "pkg.engine", "load", None, "a new engine", _refuse, lambda kind, target, options: 4096))
     spec = ModelSpec("engine:model-a")
     assert spec.kind == "engine"
-    with pytest.raises(PreflightError, match="model-a: refused by its kind's own check"):
+    with pytest.raises(PreflightError, match="engine:model-a: refused by its kind's own check"):
         check_model(spec, LoadOptions())
     assert window_hint(spec, LoadOptions()) == 4096
     assert window_hint(spec, LoadOptions(window=512)) == 512

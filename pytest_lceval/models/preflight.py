@@ -18,16 +18,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .chat_probe import TemplateRefuses, check_folder_template
 from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from .hf_text import config_window
 from .model_args import override_config, window_from
 from .options import LoadOptions
-
-if TYPE_CHECKING:
-    from .registry import ModelSpec
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json",
                    "*.bin.index.json")
@@ -43,35 +39,35 @@ class PreflightError(ValueError):
     """The model cannot load; the message says why and what to do."""
 
 
-def check_preset(spec: ModelSpec, options: LoadOptions) -> None:
+def check_preset(kind: str, target: str, options: LoadOptions) -> None:
     """A preset: its package is installed, the device exists, the overrides fit its config."""
     from .presets import check_installed
 
-    check_installed(spec.target)
+    check_installed(target)
     check_device(options.device)
-    check_overrides("preset", spec.target, options)
+    check_overrides("preset", target, options)
 
 
-def check_hf(spec: ModelSpec, options: LoadOptions) -> None:
+def check_hf(kind: str, target: str, options: LoadOptions) -> None:
     """A transformers model: its folder or file, the device, the overrides, the template."""
-    check_source(spec.target, "hf")
+    check_source(target, "hf")
     check_device(options.device)
-    check_overrides("hf", spec.target, options)
-    _check_template(spec.target, options)
+    check_overrides("hf", target, options)
+    _check_template(target, options)
 
 
-def check_vllm(spec: ModelSpec, options: LoadOptions) -> None:
+def check_vllm(kind: str, target: str, options: LoadOptions) -> None:
     """A vLLM model: its folder or file, the overrides, the template (vLLM picks the device)."""
-    check_source(spec.target, "vllm")
-    check_overrides("vllm", spec.target, options)
-    _check_template(spec.target, options)
+    check_source(target, "vllm")
+    check_overrides("vllm", target, options)
+    _check_template(target, options)
 
 
-def check_mock(spec: ModelSpec, options: LoadOptions) -> None:
+def check_mock(kind: str, target: str, options: LoadOptions) -> None:
     """A mock: building it is pure and instant, and validates its name and parameters."""
     from .mock import load_mock
 
-    load_mock(spec.target, options)
+    load_mock(target, options)
 
 
 def _check_template(rest: str, options: LoadOptions) -> None:
@@ -175,10 +171,10 @@ def check_device(device: str) -> None:
                              f"(cuda:0..cuda:{count - 1})")
 
 
-def check_served(spec: ModelSpec, options: LoadOptions) -> None:
+def check_served(kind: str, target: str, options: LoadOptions) -> None:
     """A served model: a model name, a tokenizer folder that exists, a server that answers."""
-    if not spec.target:
-        raise PreflightError(f"give the served model's name: --model={spec.kind}:NAME")
+    if not target:
+        raise PreflightError(f"give the served model's name: --model={kind}:NAME")
     tokenizer = options.serving.tokenizer
     if tokenizer and not tokenizer.startswith("tiktoken:") and not Path(tokenizer).expanduser() \
             .exists() and not _HUB_ID.fullmatch(tokenizer):
@@ -189,24 +185,24 @@ def check_served(spec: ModelSpec, options: LoadOptions) -> None:
     health_check(options.serving)
 
 
-def window_of_mock(spec: ModelSpec, options: LoadOptions) -> int | None:
+def window_of_mock(kind: str, target: str, options: LoadOptions) -> int | None:
     """A mock's window, from its parameters."""
     from .mock import load_mock
 
-    return load_mock(spec.target, options).context_window
+    return load_mock(target, options).context_window
 
 
-def window_of_preset(spec: ModelSpec, options: LoadOptions) -> int | None:
+def window_of_preset(kind: str, target: str, options: LoadOptions) -> int | None:
     """A preset's window: the overrides' or its GGUF header's."""
     from .presets import preset_parts
 
     given = window_from(options.model_args)
-    return given if given is not None else gguf_window(preset_parts(spec.target)[0])
+    return given if given is not None else gguf_window(preset_parts(target)[0])
 
 
-def window_of_local(spec: ModelSpec, options: LoadOptions) -> int | None:
+def window_of_local(kind: str, target: str, options: LoadOptions) -> int | None:
     """A model folder's or .gguf file's window: the overrides', its config.json's or header's."""
-    given, path = window_from(options.model_args), Path(spec.target).expanduser()
+    given, path = window_from(options.model_args), Path(target).expanduser()
     if given is not None:
         return given
-    return gguf_window(path) if spec.target.endswith(".gguf") else config_window(str(path))
+    return gguf_window(path) if target.endswith(".gguf") else config_window(str(path))

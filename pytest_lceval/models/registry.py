@@ -38,11 +38,11 @@ class _Factory:
     extra: str | None
     """The pip extra that provides this backend's dependencies."""
     summary: str
-    check: Callable[[ModelSpec, LoadOptions], None] | None
-    """Start-up's check of a spec of this kind before anything loads (``models/preflight.py``:
-    raises PreflightError naming the cause); None only for a kind declared to have none. No
-    default: a new kind states which."""
-    window: Callable[[ModelSpec, LoadOptions], int | None] | None
+    check: Callable[[str, str, LoadOptions], None] | None
+    """Start-up's check of a spec of this kind (given its kind, target and the load options)
+    before anything loads (``models/preflight.py``: raises PreflightError naming the cause);
+    None only for a kind declared to have none. No default: a new kind states which."""
+    window: Callable[[str, str, LoadOptions], int | None] | None
     """The model's window as far as its files tell without loading it, for the plan; None
     when only loading tells (a served model)."""
 
@@ -152,9 +152,10 @@ def _factory(kind: str) -> _Factory:
 def check_model(spec: ModelSpec, options: LoadOptions) -> None:
     """Raise PreflightError (or MissingDependencyError) if built-in ``spec`` cannot load: the
     check its kind declares. Another plugin's spec is left to its load."""
-    check = _factory(spec.kind).check if spec.kind is not None else None
-    if check is not None:
-        check(spec, options)
+    kind = spec.kind
+    check = _factory(kind).check if kind is not None else None
+    if kind is not None and check is not None:
+        check(kind, spec.target, options)
 
 
 def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
@@ -164,9 +165,10 @@ def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
     plugin's spec). The run's plan counts only the cells that fit it."""
     if options.window is not None:
         return options.window
-    hint = _factory(spec.kind).window if spec.kind is not None else None
+    kind = spec.kind
+    hint = _factory(kind).window if kind is not None else None
     try:
-        return hint(spec, options) if hint is not None else None
+        return hint(kind, spec.target, options) if kind is not None and hint is not None else None
     except (ImportError, OSError, ValueError):
         return None
 
