@@ -85,7 +85,7 @@ SHARE_PREFIXES = False
 """Whether generate batches go through ``hf_shared`` by default. Its sums round differently from
 a padded batch's (logits up to ~3e-5 apart on SmolLM2), which can flip a greedy token at a near
 tie. On the main job's recorded calls (``bench/bench_main_job.py``, 2 busy CPU cores) every
-answer it gave equalled the padded batch's (54 of the 72 generate answers checked), but it saved
+answer it gave equalled the padded batch's (all 72 generate answers, 36 calls), but it saved
 little: the main job sends one cell (2 cases) a call, whose prompts share 7 % of their tokens
 (RULER's depth-50 cells up to half, most tasks a few dozen), and 6 calls took 0.93x the CPU
 time (0.85x wall; another sample of 18 calls 1.04x wall). Too little to change the default's
