@@ -247,3 +247,87 @@ def test_docstrings_and_comments_name_only_modules_that_exist() -> None:
 def test_the_module_name_rule_tells_a_stale_name_from_a_live_one(text: str,
                                                                   stale: list[str]) -> None:
     assert stale_names(text) == stale
+
+
+FLOORS = {"results": 0, "store": 1, "models": 1, "tasks": 1, "fetch": 1, "run": 2, "settings": 2,
+          "verdicts": 3, "judge": 3, "report": 3, "benchmarks": 4, "suites": 4}
+"""The floor of each core folder (and top-level module), from the bottom: foundational records,
+then store / models / tasks / fetch, then the run loop, then verdicts / judge / reports, then
+the benchmarks; the pytest wiring (every ``*_plugin.py``, plugin, hookspecs, builtin_suites,
+api) is the top floor. No module may import one on a floor above its own."""
+WIRING = {"__init__", "plugin", "hookspecs", "builtin_suites", "api"}
+WIRING_FLOOR = max(FLOORS.values()) + 1
+WRONG_WAY_TODAY = {
+    ("benchmarks.helmet.suites", "benchmarks.helmet.summ_plugin"):
+        "summ_wording: the --lceval-summ-prompts choice lives beside its option",
+    ("benchmarks.ruler.suite", "benchmarks.ruler.ruler_plugin"):
+        "placement and ruler_code: the placement options' values live beside the options",
+    ("models.hf", "run.workers"): "worker_count: the xdist worker count the HF backend's "
+                                  "thread budget divides by",
+    ("models.reference_tokenizer", "run.data"): "DataSource, DataError: a foundational type "
+                                                "that lives in run/",
+    ("report.html", "verdicts.effective.effective_plugin"): "effective_rows: the rows live "
+                                                            "beside the gate's options",
+    ("report.summary", "verdicts.effective.effective_plugin"): "effective_rows, as report.html",
+    ("report.run_progress", "models.serving_plugin"): "serving_options: resolved by the wiring",
+    ("run.startup", "models.serving_plugin"): "serving_options, as report.run_progress",
+    ("run.cell_run", "verdicts.criteria"): "assess, needs_of: a cell's verdict is taken in its run",
+    ("run.evaluation", "judge.panel"): "Scored, JudgedTask, JudgePanel: foundational types "
+                                       "that live in judge/",
+    ("run.generation_suite", "judge.panel"): "JudgedTask, cell_metric, as run.evaluation",
+    ("run.generation_suite", "verdicts.criteria"): "VerdictPolicy: a suite declares its policy",
+    ("run.suite", "verdicts.criteria"): "VerdictPolicy, as run.generation_suite",
+    ("run.measurement", "verdicts.stats"): "mean_ci: a measurement's interval",
+    ("tasks.base", "run.data"): "DataSource: a foundational type that lives in run/",
+    ("tasks.base", "run.grid"): "Cell: a foundational type that lives in run/",
+    ("verdicts.baseline.pooled", "verdicts.baseline.baseline_plugin"): "_status, read from the "
+                                                                       "wiring module",
+}
+"""Today's wrong-way imports (importer, imported, relative to the package) and why each is
+there (issue #40): the list only shrinks, a new one fails the test."""
+
+
+def floor(path: Path) -> int:
+    relative = path.relative_to(PACKAGE)
+    if path.stem.endswith("_plugin") or path.stem in WIRING and len(relative.parts) == 1:
+        return WIRING_FLOOR
+    return FLOORS[relative.parts[0].removesuffix(".py")]
+
+
+def short_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def wrong_way(path: Path, source: str | None = None) -> set[tuple[str, str]]:
+    """The imports of the module at ``path`` (or of ``source`` as if it were there) that reach a
+    module on a floor above its own."""
+    return {(short_name(path), short_name(target)) for name in imported_modules(path, source)
+            if (target := module_path(name)) is not None and name != PACKAGE.name
+            and floor(path) < floor(target)}
+
+
+def test_no_core_module_imports_a_floor_above_its_own() -> None:
+    found = set().union(*(wrong_way(path) for path in sorted(PACKAGE.rglob("*.py"))
+                          if path.relative_to(PACKAGE).parts[0] != "fixtures"))
+    assert sorted(found - WRONG_WAY_TODAY.keys()) == [], "a new import goes up a floor"
+    assert sorted(WRONG_WAY_TODAY.keys() - found) == [], "gone: take it off WRONG_WAY_TODAY"
+
+
+@pytest.mark.parametrize(("module", "source", "found"), [
+    ("tasks/packing.py", "from ..run.grid import Cell", ("tasks.packing", "run.grid")),
+    ("results/records.py", "import pytest_lceval.store.database", ("results.records",
+                                                                   "store.database")),
+    ("run/plan.py", "from ..models.serving_plugin import serving_options",
+     ("run.plan", "models.serving_plugin")),
+    ("benchmarks/ruler/tasks.py", "from ...plugin import pytest_plugins",
+     ("benchmarks.ruler.tasks", "plugin")),
+])
+def test_the_floor_rule_names_a_wrong_way_import(module: str, source: str,
+                                                 found: tuple[str, str]) -> None:
+    assert wrong_way(PACKAGE / module, source) == {found}
+
+
+def test_an_import_down_or_across_a_floor_is_allowed() -> None:
+    assert wrong_way(PACKAGE / "run" / "plan.py", "from ..models.base import Backend\n"
+                     "from .grid import Cell\nfrom ..results.records import Case") == set()
