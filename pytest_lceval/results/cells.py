@@ -38,7 +38,6 @@ class Judgement:
     skip: bool = False
     """The criterion cannot judge this cell (e.g. LongScore on a base ability near 0): unless
     another criterion failed, the cell is skipped with ``message`` as the reason."""
-
     rule: str = ""
     """A suite gate's rule in words, with the option that set it ('at least 90% of judged
     cells pass (--lceval-min-pass-rate)'): the HTML report's Gates section shows it."""
@@ -46,6 +45,7 @@ class Judgement:
     """False for a suite gate asked for that had nothing to judge (a suite without cells in
     the run, without long cells for LongScore): reported as not applied, and failed only when
     the option named the suite."""
+
 
 @dataclass
 class CellResult:
