@@ -103,6 +103,8 @@ class RunProgress:
         self.nodes: set[str] = set()
         self.lines_printed = 0
         self.announced = False
+        self.plan_lines: list[str] = []
+        """What the pytest_lceval_plan hooks add to the plan line (the comparison's power)."""
         self._previous = use_board(board)
 
     @property
@@ -138,6 +140,12 @@ class RunProgress:
         fits, too_long = split_by_window(plan, window)
         self.tracker = RunTracker(fits, load_prior(self.store_dir, self.model),
                                   too_long=too_long, window=window)
+        # Asked here, not when the plan is printed: a hook may refuse the plan (the comparison's
+        # --lceval-require-power), and under xdist the line is printed at the first test's
+        # start, when a worker is already measuring; the controller learns the plan from the
+        # first worker's collection, before xdist hands out any test.
+        self.plan_lines = [line for lines in self.config.hook.pytest_lceval_plan(
+            config=self.config, plan=self.tracker.plan) for line in lines or ()]
         self.started = time.perf_counter()
 
     def _window(self) -> int | None:
@@ -161,10 +169,8 @@ class RunProgress:
                 for line in suites[name].header() if name in suites else ():
                     self.board.log(line)
             self.board.log(self.tracker.plan_line())
-            for lines in self.config.hook.pytest_lceval_plan(config=self.config,
-                                                             plan=self.tracker.plan):
-                for line in lines or ():
-                    self.board.log(line)
+            for line in self.plan_lines:
+                self.board.log(line)
             self.board.set_run(self._status)
 
     def _status(self) -> str:
