@@ -1,4 +1,4 @@
-"""The main job's model work before and after ``HFBackend.share_prefixes``, side by side in one
+"""The main job's model work before and after ``HFBackend.rows_alone``, side by side in one
 process: time per phase, the ratio, and every answer compared byte for byte.
 
     python bench/bench_main_job.py [--model smollm2] [--calls FILE] [--limit N] [--every N]
@@ -8,7 +8,7 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
 
 1. **Record**: the README's main job (``pytest suites/ --model=smollm2``, the reduced grid: 44
    cells, 108 cases) runs once in this process, with a fresh store under a scratch folder so no
-   stored answer stands in for the model, and the backend as configured (``SHARE_PREFIXES``).
+   stored answer stands in for the model, and the backend as configured (``ROWS_ON_CPU``).
    Every call that reaches the backend is kept (its requests and answers, in its batch) and the
    run's wall time is split by phase: tokenise, render, load (the weights), prefill and decode
    (forward passes over several tokens and over one), model-other (the rest of the backend's
@@ -17,13 +17,14 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
 2. **Replay**: the recorded calls, each answered by both sides in the same batch, the side that
    goes first alternating from call to call so that load on a shared machine hits both alike:
    *before* (``model.generate`` on the padded batch, as the backend did before #41) and *after*
-   (``hf_shared``). Each side's time is split into tokenise, prefill, decode and model-other;
-   the ratio is after / before. Each side keeps its own Task Haystack prefix cache from call to
-   call (rank is the same code on both sides), as the run's one backend did. Every answer of
-   the two sides is compared (text, prompt and output tokens; a ranking's scores), and each
-   side's with the answer the recorded run stored.
+   (``rows_alone``: one prompt at a time, unpadded, prompt-lookup decoding). Each side's time is
+   split into tokenise, prefill, decode and model-other; the ratio is after / before. Each side
+   keeps its own Task Haystack prefix cache from call to call (rank is the same code on both
+   sides), as the run's one backend did. Every answer of the two sides is compared (text,
+   prompt and output tokens; a ranking's scores), and each side's with the answer the recorded
+   run stored.
 
-With ``--against``, two recorded runs (say one made with ``SHARE_PREFIXES`` off, one with it on)
+With ``--against``, two recorded runs (say one made with ``ROWS_ON_CPU`` off, one with it on)
 are compared instead of a replay: their time per phase, and every answer, matched by request.
 
 The numbers are wall seconds, and *model CPU* the process's CPU seconds (all its threads) over
@@ -49,7 +50,7 @@ from typing import Any
 import pytest
 
 from pytest_lceval.models.base import Renderer
-from pytest_lceval.models.hf import HFBackend
+from pytest_lceval.models.hf import PROMPT_LOOKUP_TOKENS, HFBackend
 from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.models.presets import load_preset
 from pytest_lceval.models.registry import LoadOptions
@@ -107,10 +108,12 @@ class Phases:
         setattr(owner, attribute, timed)
 
     def watch_forward(self, model: Any) -> None:
-        """Forward passes over more than one token per row are prefill, over one decode."""
+        """Forward passes over more tokens a row than prompt lookup guesses are prefill; the
+        rest (one token, or the guesses checked in one pass) decode."""
         def before(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
             ids = kwargs.get("input_ids", args[0] if args else None)
-            self.enter("prefill" if ids is not None and ids.shape[1] > 1 else "decode")
+            self.enter("prefill" if ids is not None and ids.shape[1] > PROMPT_LOOKUP_TOKENS + 1
+                       else "decode")
 
         model.register_forward_pre_hook(before, with_kwargs=True)
         model.register_forward_hook(lambda *_: self.leave())
@@ -197,6 +200,7 @@ def replay(model: str, calls: list[dict[str, Any]],
     backend = load_preset(model, LoadOptions())
     if not isinstance(backend, HFBackend):
         sys.exit(f"--model {model} is not an hf backend: nothing to compare")
+    backend.model  # the weights load (a GGUF file converts) before either side's clock runs
     phases = Phases()
     phases.wrap(backend.text, "_batch", "tokenise")
     phases.watch_forward(backend.model)
@@ -207,7 +211,7 @@ def replay(model: str, calls: list[dict[str, Any]],
         requests = _requests(call)
         answered: dict[str, list[dict[str, Any]]] = {}
         for side in sides if number % 2 == 0 else sides[::-1]:
-            backend.share_prefixes = side == "after"
+            backend.rows_alone = side == "after"
             backend._last_prefix = last_prefix[side]  # each side reuses only its own prefix
             phases.side = f"{side}/"
             cpu = time.process_time()

@@ -24,11 +24,17 @@ Prefill. A model with sliding-window layers reads a long prompt in chunks of ``P
 tokens (generation and rank prefixes alike), so those layers attend to their window's cache
 rather than the whole prompt; the chunk size is part of the fingerprint.
 
-Shared prefixes. With ``share_prefixes`` (``SHARE_PREFIXES``) a generate batch goes through
-``hf_shared``: each prefix its prompts share is prefilled once, each prompt's rest unpadded, and
-finished rows leave the decode. The same greedy tokens up to fp32 rounding (the sums grouped
-differently); it is not part of the fingerprint because every answer ``bench/bench_main_job.py``
-checked was equal. ``SHARE_PREFIXES`` says what was measured and why it is off by default.
+Rows alone on a CPU. With ``rows_alone`` (``ROWS_ON_CPU``; models without sliding layers) a
+generate batch is answered one prompt at a time, unpadded, with prompt-lookup speculation
+(transformers' ``prompt_lookup_num_tokens``). On a CPU a padded batch buys little: the prefill is
+bound by arithmetic, so two rows cost what two single rows cost plus their padding. The decode is
+bound by memory, and the answers of long-context tasks copy from the context (needle values,
+keys, passages) or repeat themselves, which is what prompt lookup guesses from the n-grams
+already in the sequence: one forward pass checks several guessed tokens and keeps those greedy
+decoding would have produced, so a row takes far fewer passes over the weights. The same greedy
+tokens by construction, up to fp32 rounding (a guess checked in a pass over several tokens runs
+another matrix kernel than a one-token step); ``ROWS_ON_CPU`` gives the count of answers that
+differed on the main job. On a GPU the padded batch stays: there a batch's rows run in parallel.
 
 Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
 renderer, the context window and the whole fingerprint (the dtype is the one asked for, which is
@@ -52,7 +58,6 @@ from typing import Any, TypeVar
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-from transformers.generation.stopping_criteria import StopStringCriteria
 from transformers.utils import logging as hf_logging
 
 from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
@@ -60,7 +65,6 @@ from ..run.workers import worker_count
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost
-from .hf_shared import Runner, StopCheck, common_start, generate_shared
 from .hf_text import HFText, suffix_ids
 from .model_args import args_text, chosen_window, override_config
 from .options import LoadOptions
@@ -81,15 +85,12 @@ attend to their window's cache instead of the whole prompt: Gemma 3 270M on 2 CP
 answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy tokens
 (bench/bench_prefill_chunks.py). A model with only full attention gains nothing and loses 6-13 %
 (SmolLM2 at 8k), so it prefills whole."""
-SHARE_PREFIXES = False
-"""Whether generate batches go through ``hf_shared`` by default. Its sums round differently from
-a padded batch's (logits up to ~3e-5 apart on SmolLM2), which can flip a greedy token at a near
-tie. On the main job's recorded calls (``bench/bench_main_job.py``, 2 busy CPU cores) every
-answer it gave equalled the padded batch's (all 72 generate answers, 36 calls), but it saved
-little: the main job sends one cell (2 cases) a call, whose prompts share 7 % of their tokens
-(RULER's depth-50 cells up to half, most tasks a few dozen), and 6 calls took 0.93x the CPU
-time (0.85x wall; another sample of 18 calls 1.04x wall). Too little to change the default's
-arithmetic without the full check; off until a workload whose prompts share more shows more."""
+ROWS_ON_CPU = True
+"""Whether a CPU answers generate batches one row at a time with prompt lookup (see the module
+docstring). Measured on the main job's recorded calls with ``bench/bench_main_job.py``: see the
+README's main-job paragraph for the ratio and the count of identical answers."""
+PROMPT_LOOKUP_TOKENS = 10
+"""Tokens guessed a pass from the sequence's own n-grams (transformers' usual setting)."""
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -173,10 +174,12 @@ class HFBackend(BaseBackend):
         self._last_prefix: _PrefixState | None = None
         self.prefill_chunk: int | None = PREFILL_CHUNK if _has_sliding_layers(config) else None
         """Prompt tokens per prefill step; None prefills the prompt in one forward pass."""
-        self.share_prefixes = SHARE_PREFIXES and self.prefill_chunk is None
-        """Whether a generate batch runs through ``hf_shared`` (each shared prefix prefilled
-        once, no padding, finished rows leave the batch) rather than ``model.generate`` on the
-        padded batch. Not for sliding-window models, whose chunked prefill it does not do."""
+        self.rows_alone = (ROWS_ON_CPU and self.device.type == "cpu"
+                           and self.prefill_chunk is None)
+        """Whether a generate batch runs through ``hf_rows`` (one prompt at a time, unpadded,
+        prompt-lookup decoding) rather than ``model.generate`` on the padded batch. Not on a
+        GPU, whose batch runs its rows in parallel, nor for sliding-window models, whose
+        chunked prefill and window caches it does not handle."""
         self.rank_top_k = rank_top_k(options)
 
     @cached_property
@@ -280,31 +283,30 @@ class HFBackend(BaseBackend):
     def _generate_batch(self, prompts: list[list[int]], budget: int,
                         stop: tuple[str, ...]) -> list[tuple[str, int]]:
         """(text cut at the first stop string, tokens generated) per prompt of one batch."""
-        if self.share_prefixes:
-            rows = generate_shared(self._runner, prompts, budget, self._stop_check(stop))
-            return [self._finish(row, stop) for row in rows]
-        inputs = self.hf_tokenizer.pad({"input_ids": prompts}, padding_side="left",
-                                       return_tensors="pt").to(self.device)
         config = GenerationConfig(
             max_new_tokens=budget, do_sample=False, num_beams=1, repetition_penalty=1.0,
             eos_token_id=self._eos, pad_token_id=self._pad, prefill_chunk_size=self.prefill_chunk,
-            stop_strings=[text for text in stop if text] or None)
-        output = self.model.generate(**inputs, generation_config=config,
-                                     tokenizer=self.hf_tokenizer if stop else None)
+            stop_strings=[text for text in stop if text] or None,
+            prompt_lookup_num_tokens=PROMPT_LOOKUP_TOKENS if self.rows_alone else None)
+        tokenizer = self.hf_tokenizer if stop else None
+        if self.rows_alone:
+            return [self._finish(self._generate_alone(ids, config, tokenizer), stop)
+                    for ids in prompts]
+        inputs = self.hf_tokenizer.pad({"input_ids": prompts}, padding_side="left",
+                                       return_tensors="pt").to(self.device)
+        output = self.model.generate(**inputs, generation_config=config, tokenizer=tokenizer)
         new_tokens = output[:, inputs["input_ids"].shape[1]:].tolist()
         return [self._finish(row, stop) for row in new_tokens]
 
-    @cached_property
-    def _runner(self) -> Runner:
-        return Runner(self.model, self._cache_keyword, cache_of, tuple(self._eos), self._pad)
-
-    def _stop_check(self, stop: tuple[str, ...]) -> StopCheck | None:
-        """transformers' own stop-string test, as ``generate`` builds it from ``stop_strings``."""
-        strings = [text for text in stop if text]
-        if not strings:
-            return None
-        criteria = StopStringCriteria(self.hf_tokenizer, strings)
-        return lambda sequences: criteria(sequences, None)
+    def _generate_alone(self, ids: list[int], config: GenerationConfig,
+                        tokenizer: Any) -> list[int]:
+        """The new tokens of one prompt answered alone: no padding, so no other row's length
+        changes its arithmetic."""
+        prompt = torch.tensor([ids], device=self.device)
+        output = self.model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
+                                     generation_config=config, tokenizer=tokenizer)
+        new_tokens: list[int] = output[0, len(ids):].tolist()
+        return new_tokens
 
     def _finish(self, row: list[int], stop: tuple[str, ...]) -> tuple[str, int]:
         """Drop the end-of-sequence token and the padding after it; cut at the stop strings."""
@@ -627,3 +629,9 @@ def cache_of(output: Any) -> Any:
     ``past_key_values`` warns that it is deprecated; ``past_key_values`` before it."""
     cache = getattr(output, "cache", None)
     return output.past_key_values if cache is None else cache
+
+
+def common_start(one: Sequence[int], other: Sequence[int]) -> int:
+    """How many tokens two sequences share from their start."""
+    return next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
+                min(len(one), len(other)))
