@@ -51,6 +51,8 @@ A backend (``pytest_lceval_make_backend``, ``pytest_lceval_scoring_models``):
 
 from __future__ import annotations
 
+from .foundation.grid import Cell, case_seed
+from .foundation.measurement import Measurement
 from .judge.rubrics import RUBRICS, Rubric
 from .models.backend import BaseBackend
 from .models.base import Backend, Renderer, Tokenizer
@@ -62,8 +64,6 @@ from .results.records import Case, GenerateRequest, Generation, Prompt, Ranking,
 from .results.score_metric import STRING_MATCH_ALL, SUBEM, ScoreMetric
 from .run.evaluation import Evaluator
 from .run.generation_suite import GenerationSuite
-from .run.grid import Cell, case_seed
-from .run.measurement import Measurement
 from .run.suite import CellSkipped, MoreTasks, Suite
 from .settings import Settings
 from .tasks.base import BuildContext, CellDoesNotFit, GenerationTask

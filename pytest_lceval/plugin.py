@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from . import hookspecs
+from .foundation.data import DataError
+from .foundation.grid import Cell, format_depth, format_length
 from .models.base import Backend
 from .models.model_args import args_text
 from .models.reference_tokenizer import reference_header
@@ -29,9 +31,7 @@ from .results.cells import (
 from .results.records import stable_hash
 from .run import grid_profile
 from .run.cell_run import CellRun
-from .run.data import DataError
 from .run.evaluation import Evaluator
-from .run.grid import Cell, format_depth, format_length
 from .run.lookahead import Lookahead, selected_cells
 from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
 from .run.suite import get_suite, suites_of

@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 
 import pytest
 
+from .foundation.data import DataSource
+from .foundation.grid import parse_depth, parse_length
 from .models.model_args import OPTION as MODEL_ARGS
 from .models.model_args import args_text, parse_model_args, window_from
 from .models.registry import ModelSpec
 from .models.serving import redact_url
 from .models.topk_rank import RANK_CHOICES
-from .run.data import DataSource
-from .run.grid import parse_depth, parse_length
 from .run.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
 from .tasks.stops import STOP_CHOICES
 

@@ -129,7 +129,7 @@ def test_an_authors_file_imports_only_the_public_api(name: str) -> None:
     assert internal == []
 
 
-@pytest.mark.parametrize("source", ["from pytest_lceval.run.grid import Cell",
+@pytest.mark.parametrize("source", ["from pytest_lceval.foundation.grid import Cell",
                                     "import pytest_lceval.run.suite as suite",
                                     "from pytest_lceval import api"])
 def test_the_public_api_rule_sees_an_internal_import(source: str) -> None:
@@ -151,8 +151,8 @@ FOLDERS = {path.name for path in PACKAGE.rglob("*") if path.is_dir() and path.na
 of the package (a reference repository's path, ``scripts/...``, starts with none)."""
 TOP_LEVEL = {PACKAGE.name, *(path.stem for path in PACKAGE.iterdir()
                              if path.suffix == ".py" or (path / "__init__.py").is_file())}
-"""The first part of a dotted name of this package's modules (``run.grid``,
-``pytest_lceval.run.grid``)."""
+"""The first part of a dotted name of this package's modules (``foundation.grid``,
+``pytest_lceval.foundation.grid``)."""
 PROSE_PATH = re.compile(r"(?<![\w/.-])((?:[A-Za-z_]\w*/)+[A-Za-z_]\w*\.py)\b")
 PROSE_DOTTED = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w(/-])")
 FILE_SUFFIXES = {"py", "json", "jsonl", "md", "html", "csv", "txt", "sqlite", "png", "svg", "xml"}
@@ -183,9 +183,9 @@ def top_level_names(path: Path) -> set[str]:
 
 
 def stale_names(text: str) -> list[str]:
-    """The module names in ``text`` that name nothing in the package: a path (``run/grid.py``,
+    """The module names in ``text`` that name nothing in the package: a path (``run/plan.py``,
     ``helmet/pipeline.py``) no file of the package or the repository ends with, a dotted name
-    (``run.grid.Cell``, ``plugin.fetch``) whose module is not there or does not define what
+    (``foundation.grid.Cell``, ``plugin.fetch``) whose module is not there or does not define what
     follows it."""
     files = [path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")]
     stale = [name for name in PROSE_PATH.findall(text) if name.split("/")[0] in FOLDERS
@@ -240,8 +240,8 @@ def test_docstrings_and_comments_name_only_modules_that_exist() -> None:
     ("the newline rule (helmet/newline.py)", ["helmet/newline.py"]),
     ("repaired by ``store.store_repair``", ["store.store_repair"]),
     ("the plugin's ``plugin.fetch``", ["plugin.fetch"]),
-    ("``pytest_lceval.run.grid.Celll``", ["pytest_lceval.run.grid.Celll"]),
-    ("``run.grid.Cell``, run/grid.py, helmet/pipeline.py, HELMET's scripts/eval.py, "
+    ("``pytest_lceval.foundation.grid.Celll``", ["pytest_lceval.foundation.grid.Celll"]),
+    ("``foundation.grid.Cell``, foundation/grid.py, helmet/pipeline.py, HELMET's scripts/eval.py, "
      "results.jsonl, ``models.stored``, pytest_lceval.fetch", []),
 ])
 def test_the_module_name_rule_tells_a_stale_name_from_a_live_one(text: str,
@@ -249,10 +249,11 @@ def test_the_module_name_rule_tells_a_stale_name_from_a_live_one(text: str,
     assert stale_names(text) == stale
 
 
-FLOORS = {"results": 0, "store": 1, "models": 1, "tasks": 1, "fetch": 1, "run": 2, "settings": 2,
-          "verdicts": 3, "judge": 3, "report": 3, "benchmarks": 4, "suites": 4}
-"""The floor of each core folder (and top-level module), from the bottom: foundational records,
-then store / models / tasks / fetch, then the run loop, then verdicts / judge / reports, then
+FLOORS = {"foundation": 0, "results": 0, "store": 1, "models": 1, "tasks": 1, "fetch": 1,
+          "run": 2, "settings": 2, "verdicts": 3, "judge": 3, "report": 3, "benchmarks": 4,
+          "suites": 4}
+"""The floor of each core folder (and top-level module), from the bottom: the foundational
+types (cells, data sources, measurements) and records, then store / models / tasks / fetch, then the run loop, then verdicts / judge / reports, then
 the benchmarks; the pytest wiring (every ``*_plugin.py``, plugin, hookspecs, builtin_suites,
 api) is the top floor. No module may import one on a floor above its own."""
 WIRING = {"__init__", "plugin", "hookspecs", "builtin_suites", "api"}
@@ -264,8 +265,6 @@ WRONG_WAY_TODAY = {
         "placement and ruler_code: the placement options' values live beside the options",
     ("models.hf", "run.workers"): "worker_count: the xdist worker count the HF backend's "
                                   "thread budget divides by",
-    ("models.reference_tokenizer", "run.data"): "DataSource, DataError: a foundational type "
-                                                "that lives in run/",
     ("report.html", "verdicts.effective.effective_plugin"): "effective_rows: the rows live "
                                                             "beside the gate's options",
     ("report.summary", "verdicts.effective.effective_plugin"): "effective_rows, as report.html",
@@ -277,9 +276,6 @@ WRONG_WAY_TODAY = {
     ("run.generation_suite", "judge.panel"): "JudgedTask, cell_metric, as run.evaluation",
     ("run.generation_suite", "verdicts.criteria"): "VerdictPolicy: a suite declares its policy",
     ("run.suite", "verdicts.criteria"): "VerdictPolicy, as run.generation_suite",
-    ("run.measurement", "verdicts.stats"): "mean_ci: a measurement's interval",
-    ("tasks.base", "run.data"): "DataSource: a foundational type that lives in run/",
-    ("tasks.base", "run.grid"): "Cell: a foundational type that lives in run/",
     ("verdicts.baseline.pooled", "verdicts.baseline.baseline_plugin"): "_status, read from the "
                                                                        "wiring module",
 }
@@ -315,7 +311,7 @@ def test_no_core_module_imports_a_floor_above_its_own() -> None:
 
 
 @pytest.mark.parametrize(("module", "source", "found"), [
-    ("tasks/packing.py", "from ..run.grid import Cell", ("tasks.packing", "run.grid")),
+    ("tasks/packing.py", "from ..run.plan import PlannedCell", ("tasks.packing", "run.plan")),
     ("results/records.py", "import pytest_lceval.store.database", ("results.records",
                                                                    "store.database")),
     ("run/plan.py", "from ..models.serving_plugin import serving_options",
@@ -330,4 +326,4 @@ def test_the_floor_rule_names_a_wrong_way_import(module: str, source: str,
 
 def test_an_import_down_or_across_a_floor_is_allowed() -> None:
     assert wrong_way(PACKAGE / "run" / "plan.py", "from ..models.base import Backend\n"
-                     "from .grid import Cell\nfrom ..results.records import Case") == set()
+                     "from ..foundation.grid import Cell\nfrom ..results.records import Case") == set()

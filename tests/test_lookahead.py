@@ -18,6 +18,8 @@ from types import SimpleNamespace
 import pytest
 from toy_suite import JUDGED_SUITE, JUDGED_TASK, RECALL_SUITE
 
+from pytest_lceval.foundation.grid import Cell
+from pytest_lceval.foundation.measurement import Measurement
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.registry import ModelSpec
@@ -25,9 +27,7 @@ from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.cells import CellResult
 from pytest_lceval.results.records import GenerateRequest
 from pytest_lceval.results.score_metric import ScoreMetric
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.run.lookahead import Gather, Lookahead
-from pytest_lceval.run.measurement import Measurement
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.run.suite import Suite
 from pytest_lceval.settings import auto_batch_size, auto_lookahead

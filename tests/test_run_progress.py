@@ -20,11 +20,11 @@ import pytest
 from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.benchmarks.task_haystack.plan import HaystackCell
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.records import GenerateRequest, Generation
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.run.plan import (
     PlannedCell,
     RunTracker,

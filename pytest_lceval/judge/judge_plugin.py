@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from ..foundation.data import DataError
+from ..foundation.grid import Cell
 from ..models.base import Backend
 from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
 from ..models.registry import check_model, check_spec, make_backend
 from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
 from ..models.serving_plugin import serving_options
-from ..run.data import DataError
-from ..run.grid import Cell
 from ..run.lookahead import selected_cells
 from ..run.model_usage import RUN_STARTED
 from ..run.suite import Suite, suites_of

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..foundation.measurement import Scored
 from ..models.base import Backend
 from ..models.registry import ModelSpec
 from ..models.stored import CallCounter, StoredModel
@@ -212,16 +213,6 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
                                    found) if readable else rubric.missing)
     return Judged(scores, unparsed, ratings, sum(r.retried for r in flat),
                   model.calls.here - before, model.calls.seconds_here - spent)
-
-
-@dataclass
-class Scored:
-    """A cell's scores and the numbers that say how they were judged."""
-
-    scores: list[float | None]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    judge: str = ""
-    """The judge's identity ("" for rule-scored tasks)."""
 
 
 class JudgePanel:

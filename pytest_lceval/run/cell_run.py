@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from ..foundation.grid import Cell, format_length
 from ..results.cells import CellResult, append_result
 from ..results.score_metric import range_text
 from ..verdicts.criteria import Criterion, assess, needs_of
 from .evaluation import Evaluator
-from .grid import Cell, format_length
 from .lookahead import Lookahead
 from .suite import CellRefused, CellSkipped, Suite
 

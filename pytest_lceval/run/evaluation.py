@@ -14,7 +14,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from ..judge.panel import JudgedTask, JudgePanel, Scored
+from ..foundation.data import DataSource
+from ..foundation.grid import Cell
+from ..foundation.measurement import Scored
+from ..judge.panel import JudgedTask, JudgePanel
 from ..models.chat_choice import renderer_for
 from ..models.reference_tokenizer import ReferenceTokenizer, load_reference
 from ..models.scoring import StoredScoring
@@ -25,8 +28,6 @@ from ..results.sample_log import write_cell
 from ..settings import Settings
 from ..tasks.base import BuildContext, FiltersCases, GenerationTask
 from ..tasks.stops import with_stops
-from .data import DataSource
-from .grid import Cell
 from .progress import CellProgress
 
 

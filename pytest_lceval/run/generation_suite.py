@@ -10,6 +10,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
+from ..foundation.data import DataSource
+from ..foundation.grid import Cell
+from ..foundation.measurement import Measurement
 from ..judge.panel import JudgedTask, cell_metric
 from ..models.reference_tokenizer import ReferenceLengthWarning, ReferenceTokenizer
 from ..models.scoring import ScoringModel
@@ -21,10 +24,7 @@ from ..settings import Settings
 from ..tasks.base import CellDoesNotFit, GenerationTask
 from ..tasks.stops import config_stops_at_newline
 from ..verdicts.criteria import VerdictPolicy
-from .data import DataSource
 from .evaluation import Evaluator, NothingKept
-from .grid import Cell
-from .measurement import Measurement
 from .model_usage import ANSWERED, READ
 from .suite import CellRefused, CellSkipped, Suite
 

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..foundation.grid import Cell
+from ..foundation.measurement import Measurement, record
 from ..models.stored import Progress, StoredModel, gathered_by
 from ..results.cells import CellResult
 from ..store.database import without_waiting
-from .grid import Cell
-from .measurement import Measurement, record
 from .progress import CellProgress, measuring
 from .suite import CellStopped, Suite
 from .workers import worker_label

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ...run.data import FIXTURES
+from ...foundation.data import FIXTURES
 from ...run.grid_profile import REDUCED_HAYSTACK
 from ...settings import Settings, convert, lookup
 from .data import MAX_RESAMPLES, available_tasks, resolve_task_names

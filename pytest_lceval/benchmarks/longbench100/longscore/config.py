@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ....run.grid import format_length, parse_length
+from ....foundation.grid import format_length, parse_length
 from ....run.grid_profile import REDUCED_LONGSCORE_BASE
 from ....settings import option_value
 

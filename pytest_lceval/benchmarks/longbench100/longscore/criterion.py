@@ -14,9 +14,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ....foundation.grid import case_seed, format_length
 from ....results.cells import CellResult, Judgement
 from ....results.score_metric import ScoreMetric
-from ....run.grid import case_seed, format_length
 from ....tasks.base import GenerationTask
 from ....verdicts.criteria import Assessment, Evidence
 from ....verdicts.stats import longscore, longscore_ci

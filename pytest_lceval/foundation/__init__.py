@@ -1,0 +1,6 @@
+"""The bottom floor: what every other folder builds on and nothing here builds on them.
+
+``grid`` is what a cell is (its id, lengths, depths, case seeds), ``data`` where a cell's text
+comes from, ``measurement`` what measuring a cell gives (scores, their interval, the result made
+from them).
+"""
