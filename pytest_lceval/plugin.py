@@ -38,7 +38,7 @@ from .run.suite import get_suite, suites_of
 from .settings import SETTINGS, Settings, add_options, resolve, window_line
 from .store.database import Store
 from .store.repair import StoreRepairedWarning, StoreUsageError, check_store
-from .verdicts.criteria import criteria_of
+from .verdicts.criteria import CellJudge, criteria_of
 from .verdicts.threshold import ThresholdCriterion
 from .verdicts.verdict import INCOMPLETE, RUN_VERDICT, RunVerdict, decide, suite_gates
 
@@ -294,7 +294,8 @@ def lc_eval(lc_evaluator: Evaluator, lc_lookahead: Lookahead,
             request: pytest.FixtureRequest) -> CellRun:
     """Measure and judge cells of any suite: ``lc_eval.check(lc_eval.run(lc_cell))``."""
     config = request.config
-    return CellRun(lc_evaluator, lc_lookahead, suites_of(config), criteria_of(config),
+    return CellRun(lc_evaluator, lc_lookahead, suites_of(config),
+                   CellJudge(criteria_of(config), config),
                    request.node.nodeid, _property_recorder(request.node))
 
 

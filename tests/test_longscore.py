@@ -27,6 +27,7 @@ from pytest_lceval.benchmarks.longbench100.longscore.summary import (
     overall,
     task_rows,
 )
+from pytest_lceval.foundation.criterion import Assessment
 from pytest_lceval.foundation.measurement import mean_ci
 from pytest_lceval.results import cells as run_cells
 from pytest_lceval.results.cells import CellResult, Judgement
@@ -34,7 +35,6 @@ from pytest_lceval.run.generation_suite import LENGTH_SWEEP
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.settings import Settings
 from pytest_lceval.store.database import Store
-from pytest_lceval.verdicts.criteria import Assessment
 from pytest_lceval.verdicts.stats import longscore, longscore_ci, stratified_mean
 from pytest_lceval.verdicts.threshold import ThresholdCriterion
 

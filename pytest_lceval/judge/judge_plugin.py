@@ -22,8 +22,9 @@ from ..run.model_usage import RUN_STARTED
 from ..run.suite import Suite, suites_of
 from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value
 from ..store.database import Store
+from ..tasks.judged import JudgedTask
 from .helmet_prompts import HELMET, read_helmet_prompts
-from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgedTask, JudgePanel, JudgeSpec
+from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
 
 JUDGES = pytest.StashKey[tuple[JudgeSpec, ...]]()
 DEFAULT_JUDGE_CONCURRENCY = 2 * DEFAULT_CONCURRENCY

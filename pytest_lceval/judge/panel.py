@@ -8,51 +8,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ..foundation.measurement import Scored
 from ..models.base import Backend
 from ..models.registry import ModelSpec
 from ..models.stored import CallCounter, StoredModel
 from ..results.records import Case, GenerateRequest, Prompt
-from ..results.score_metric import ScoreMetric
 from ..store.database import Store
+from ..tasks.judged import Ask, JudgedTask, Rubric
 from . import keypoints as keypoints_module
 from .agreement import kappa, mean_difference, rank_correlation
 from .prompts import RETRY
 from .replies import Unparsed, parse_scores
-from .rubrics import Ask, Rubric
 
 DEFAULT_MAX_NEW_TOKENS = 2048
 """HELMET's judge generation budget (``OpenAIModel``'s default; its summary judge asks 4096)."""
 MIN_REPLY_TOKENS = 32
 """A prompt that leaves the judge less room than this to reply is not asked (unparsed)."""
-
-
-@runtime_checkable
-class JudgedTask(Protocol):
-    """A generation task whose score comes from the judge; its own ``score`` is the rule metric
-    (ROUGE-L, SubEM) that the judge is checked against."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def rubric(self) -> Rubric: ...
-
-    @property
-    def rule_metric(self) -> str:
-        """The name of ``score``'s metric, e.g. ``rougeL_f1``."""
-        ...
-
-    def score(self, output: str, case: Case) -> float: ...
-
-
-def cell_metric(task: Any) -> ScoreMetric:
-    """The metric a task's cell scores are on: its rubric's when a judge scores it (the one
-    scoring path, ``Evaluator.score``, decides the same way), else the task's own."""
-    metric: ScoreMetric = task.rubric.metric if isinstance(task, JudgedTask) else task.metric
-    return metric
 
 
 @dataclass(frozen=True)
@@ -221,6 +194,11 @@ class JudgePanel:
     def __init__(self, first: Judge, second: Judge | None = None) -> None:
         self.first = first
         self.second = second
+
+    @property
+    def identity(self) -> str:
+        """The first judge's, which scores the cells."""
+        return self.first.identity
 
     def used(self) -> dict[str, CallCounter]:
         """The work of each judge that was loaded (a run that judged nothing loads none)."""

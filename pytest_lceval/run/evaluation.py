@@ -14,19 +14,20 @@ from typing import Any, Protocol
 
 import pytest
 
+from ..foundation.criterion import Need
 from ..foundation.data import DataSource
 from ..foundation.grid import Cell
 from ..foundation.measurement import Scored
-from ..judge.panel import JudgedTask, JudgePanel
 from ..models.chat_choice import renderer_for
 from ..models.reference_tokenizer import ReferenceTokenizer, load_reference
 from ..models.scoring import StoredScoring
-from ..models.stored import StoredModel
+from ..models.stored import CallCounter, StoredModel
 from ..results.cells import CellResult
 from ..results.records import Case, Generation
 from ..results.sample_log import write_cell
 from ..settings import Settings
 from ..tasks.base import BuildContext, FiltersCases, GenerationTask
+from ..tasks.judged import JudgedTask
 from ..tasks.stops import with_stops
 from .progress import CellProgress
 
@@ -59,16 +60,20 @@ class Answered:
     run, by this cell's call or by a call another cell made (lookahead, another worker)."""
 
 
-class Need(Protocol):
-    """Something a criterion needs measured before it can judge a cell."""
+class Judges(Protocol):
+    """The judge models that score judged tasks' outputs (``judge.panel.JudgePanel``: the judge
+    and an optional second one), made by the wiring from the judge options."""
 
     @property
-    def key(self) -> Hashable:
-        """Equal keys are measured once per process (e.g. one base ability per task)."""
+    def identity(self) -> str:
+        """The judge that scores, as spec@fingerprint (results and stored values name it)."""
         ...
 
-    def measure(self, evaluator: Evaluator) -> Any:
-        """Measure it (may call the model, through the store)."""
+    def score(self, task: JudgedTask, outputs: Sequence[str], cases: Sequence[Case],
+              agreement: bool = True) -> Scored: ...
+
+    def used(self) -> dict[str, CallCounter]:
+        """The work of each judge that was loaded, by role."""
         ...
 
 
@@ -81,7 +86,7 @@ class Evaluator:
     model: StoredModel
     data: DataSource
     run_dir: Path
-    judges: JudgePanel | None = None
+    judges: Judges | None = None
     """The judge (and second judge) of judged tasks; None when the run names none."""
     scoring: dict[str, StoredScoring] = field(default_factory=dict)
     """The plugins' scoring models by name (``pytest_lceval_scoring_models``), behind the
@@ -160,7 +165,7 @@ class Evaluator:
         """Who scores ``task``'s outputs: the judge's identity, "" for a rule-scored task (a
         value stored from judged scores must name its judge)."""
         if isinstance(task, JudgedTask) and self.judges is not None:
-            return self.judges.first.identity
+            return self.judges.identity
         return ""
 
     def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:

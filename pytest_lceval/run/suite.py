@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..foundation.criterion import VerdictPolicy
 from ..foundation.grid import Cell
 from ..foundation.measurement import Measurement
 from ..results.cells import CellResult
 from ..results.score_metric import ScoreMetric
 from ..settings import Settings
-from ..verdicts.criteria import VerdictPolicy
 from .named import by_name
 
 if TYPE_CHECKING:

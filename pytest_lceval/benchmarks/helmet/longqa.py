@@ -64,12 +64,13 @@ from pathlib import Path
 
 from ...foundation.data import DataError, DataSource
 from ...foundation.grid import Cell, case_seed
-from ...judge.rubrics import RUBRICS, Rubric
+from ...judge.rubrics import RUBRICS
 from ...models.base import Tokenizer
 from ...results.records import Case
 from ...results.score_metric import CHOICE_ACCURACY, ROUGE_L_F1, ScoreMetric
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.fitting import Fitted, Frame, fit, window
+from ...tasks.judged import Rubric
 from ...tasks.metrics import (
     OUTPUT_PREFIX,
     helmet_parse_output,

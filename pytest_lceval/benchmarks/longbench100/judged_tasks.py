@@ -38,9 +38,10 @@ from functools import cache
 from typing import ClassVar
 
 from ...foundation.data import DataSource, read_jsonl
-from ...judge.rubrics import RUBRICS, Rubric
+from ...judge.rubrics import RUBRICS
 from ...results.records import Case, Prompt
 from ...results.score_metric import QA_F1, ROUGE_L_F1, ScoreMetric
+from ...tasks.judged import Rubric
 from ...tasks.packing import Passage
 from .articles import Article, ArticlePool, load_pool
 from .tasks import AboutArticles, Draw, Question, Scorer, SingleDocQA, pinned_numbers

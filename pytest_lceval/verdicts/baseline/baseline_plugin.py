@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
+from ...foundation.criterion import Assessment, Evidence, Need
 from ...results.cells import CellResult, Judgement
-from ...run.evaluation import Need
 from ...settings import SETTINGS, Settings, convert, lookup, option_value
-from ..criteria import Assessment, Evidence
 from ..stats import PairedComparison, fewest_decisive, paired_comparison
 from .saved import (
     CasesDiffer,
