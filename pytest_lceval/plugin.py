@@ -35,7 +35,7 @@ from .run.evaluation import Evaluator
 from .run.lookahead import Lookahead, selected_cells
 from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
 from .run.suite import get_suite, suites_of
-from .settings import SETTINGS, Settings, add_options, resolve, window_line
+from .settings import SETTINGS, Settings, add_options, resolve, serving_options, window_line
 from .store.database import Store
 from .store.repair import StoreRepairedWarning, StoreUsageError, check_store
 from .verdicts.criteria import CellJudge, criteria_of
@@ -241,8 +241,6 @@ def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
     """The model under test, made once per process (once per xdist worker, on the GPU that
     serving_plugin chose for the worker in pytest_configure). A backend may load its weights
     at the first request the store lacks (hf does), so a fully stored rerun never loads them."""
-    from .models.serving_plugin import serving_options  # a feature plugin, as selection above
-
     return _load(pytestconfig, lc_settings, serving_options(pytestconfig))
 
 

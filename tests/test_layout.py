@@ -259,23 +259,6 @@ the run loop, then verdicts / judge / reports, then the benchmarks; the pytest w
 one on a floor above its own."""
 WIRING = {"__init__", "plugin", "hookspecs", "builtin_suites", "api"}
 WIRING_FLOOR = max(FLOORS.values()) + 1
-WRONG_WAY_TODAY = {
-    ("benchmarks.helmet.suites", "benchmarks.helmet.summ_plugin"):
-        "summ_wording: the --lceval-summ-prompts choice lives beside its option",
-    ("benchmarks.ruler.suite", "benchmarks.ruler.ruler_plugin"):
-        "placement and ruler_code: the placement options' values live beside the options",
-    ("models.hf", "run.workers"): "worker_count: the xdist worker count the HF backend's "
-                                  "thread budget divides by",
-    ("report.html", "verdicts.effective.effective_plugin"): "effective_rows: the rows live "
-                                                            "beside the gate's options",
-    ("report.summary", "verdicts.effective.effective_plugin"): "effective_rows, as report.html",
-    ("report.run_progress", "models.serving_plugin"): "serving_options: resolved by the wiring",
-    ("run.startup", "models.serving_plugin"): "serving_options, as report.run_progress",
-    ("verdicts.baseline.pooled", "verdicts.baseline.baseline_plugin"): "_status, read from the "
-                                                                       "wiring module",
-}
-"""Today's wrong-way imports (importer, imported, relative to the package) and why each is
-there (issue #40): the list only shrinks, a new one fails the test."""
 
 
 def floor(path: Path) -> int:
@@ -301,8 +284,7 @@ def wrong_way(path: Path, source: str | None = None) -> set[tuple[str, str]]:
 def test_no_core_module_imports_a_floor_above_its_own() -> None:
     found = set().union(*(wrong_way(path) for path in sorted(PACKAGE.rglob("*.py"))
                           if path.relative_to(PACKAGE).parts[0] != "fixtures"))
-    assert sorted(found - WRONG_WAY_TODAY.keys()) == [], "a new import goes up a floor"
-    assert sorted(WRONG_WAY_TODAY.keys() - found) == [], "gone: take it off WRONG_WAY_TODAY"
+    assert sorted(found) == [], "an import goes up a floor"
 
 
 @pytest.mark.parametrize(("module", "source", "found"), [

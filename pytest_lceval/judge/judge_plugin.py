@@ -16,11 +16,10 @@ from ..models.base import Backend
 from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
 from ..models.registry import check_model, check_spec, make_backend
 from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
-from ..models.serving_plugin import serving_options
 from ..run.lookahead import selected_cells
 from ..run.model_usage import RUN_STARTED
 from ..run.suite import Suite, suites_of
-from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value
+from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value, serving_options
 from ..store.database import Store
 from ..tasks.judged import JudgedTask
 from .helmet_prompts import HELMET, read_helmet_prompts

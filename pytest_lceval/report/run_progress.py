@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from ..foundation.workers import worker_id
 from ..models.options import LoadOptions
 from ..models.registry import window_hint
-from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
 from ..run.plan import (
     PlannedCell,
@@ -39,8 +39,7 @@ from ..run.plan import (
 )
 from ..run.progress import TerminalBoard, WorkerBoard, bypass_capture, use_board
 from ..run.suite import suites_of
-from ..run.workers import worker_id
-from ..settings import SETTINGS
+from ..settings import SETTINGS, serving_options
 
 PLUGIN_NAME = "lceval-run-progress"
 PLAN_DIR = ".plan"

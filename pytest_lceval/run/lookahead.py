@@ -32,12 +32,12 @@ import pytest
 
 from ..foundation.grid import Cell
 from ..foundation.measurement import Measurement, record
+from ..foundation.workers import worker_label
 from ..models.stored import Progress, StoredModel, gathered_by
 from ..results.cells import CellResult
 from ..store.database import without_waiting
 from .progress import CellProgress, measuring
 from .suite import CellStopped, Suite
-from .workers import worker_label
 
 if TYPE_CHECKING:
     from .evaluation import Evaluator

@@ -36,9 +36,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ....foundation.grid import Cell, format_depth, format_length, parse_length
+from ....foundation.workers import worker_label
 from ....results.records import Case, stable_hash
 from ....run.evaluation import Evaluator, NothingKept
-from ....run.workers import worker_label
 from ....tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ....verdicts.stats import stratified_mean
 from .config import POOLED, RELEASED, LongScoreSettings
