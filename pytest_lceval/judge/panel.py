@@ -6,7 +6,7 @@ numbers."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,11 +189,15 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
 
 
 class JudgePanel:
-    """The judge, and the optional second judge that rates the same outputs for agreement."""
+    """The judge, and the optional second judge that rates the same outputs for agreement;
+    ``texts``, the prompt texts every rubric is asked in (``Rubric.worded``: HELMET's own, under
+    ``--lceval-helmet-judge-prompts``; none for the project's words)."""
 
-    def __init__(self, first: Judge, second: Judge | None = None) -> None:
+    def __init__(self, first: Judge, second: Judge | None = None,
+                 texts: Mapping[str, str] | None = None) -> None:
         self.first = first
         self.second = second
+        self.texts: Mapping[str, str] = dict(texts or {})
 
     @property
     def identity(self) -> str:
@@ -210,7 +214,7 @@ class JudgePanel:
               agreement: bool = True) -> Scored:
         """The judge's scores of ``outputs``; with ``agreement``, the cell's agreement numbers
         (rule metric always, second judge when there is one)."""
-        rubric = task.rubric
+        rubric = task.rubric.worded(self.texts)
         judged = judge_outputs(self.first, rubric, outputs, cases)
         metrics: dict[str, Any] = {
             "judge": self.first.identity, "judge_rubric": rubric.name,

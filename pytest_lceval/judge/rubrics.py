@@ -27,7 +27,6 @@ from ..results.score_metric import ScoreMetric
 from ..tasks.judged import Ask, Field, Ratings, Rubric
 from ..tasks.metrics import helmet_parse_output, helmet_scored
 from . import prompts
-from .helmet_prompts import HELMET
 
 
 def helmet_answer(output: str, prefix: str = "Answer:") -> str:
@@ -55,8 +54,8 @@ class HelmetQA(Rubric):
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         answer = helmet_answer(helmet_scored(output, case.meta))
-        if HELMET.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
-            prompt = HELMET.texts["judge_prompt"].format(
+        if self.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
+            prompt = self.texts["judge_prompt"].format(
                 question=case.meta["question"], correct_answers=list(case.gold),
                 parsed_output=answer)
         else:
@@ -88,7 +87,7 @@ class HelmetSummary(Rubric):
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         text = helmet_scored(output, case.meta).strip()
         listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
-        words = self._helmets if HELMET.texts else self._ours
+        words = self._helmets if self.texts else self._ours
         fluency, recall, precision = words(text, listed, case.gold[0])
         return [Ask("fluency", fluency, (FLUENCY,)),
                 Ask("recall", recall, (Field("recall", 0, len(keypoints)),)),
@@ -106,10 +105,10 @@ class HelmetSummary(Rubric):
         """eval_gpt4_summ.py's own prompts, filled as the script fills them: the legal ones for
         Multi-LexSum, the ``_book`` ones (∞Bench Sum's) for every other summary."""
         book = "" if self.kind == "legal" else "_book"
-        return (HELMET.texts[f"fluency_prompt{book}"].format(text=text),
-                HELMET.texts[f"recall_prompt{book}"].format(keypoints=listed, summary=text),
-                HELMET.texts[f"precision_prompt{book}"].format(expert_summary=expert,
-                                                               summary=text))
+        return (self.texts[f"fluency_prompt{book}"].format(text=text),
+                self.texts[f"recall_prompt{book}"].format(keypoints=listed, summary=text),
+                self.texts[f"precision_prompt{book}"].format(expert_summary=expert,
+                                                             summary=text))
 
     def score(self, ratings: Sequence[Ratings], case: Case,
               keypoints: Sequence[str]) -> float:

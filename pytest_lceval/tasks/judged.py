@@ -6,10 +6,12 @@ whether a task is judged (``JudgedTask``) and what its cells' scores are on (``c
 
 from __future__ import annotations
 
+import copy
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from ..results.records import Case
@@ -71,6 +73,19 @@ class Rubric(ABC):
     needs_keypoints: bool = False
     scales: tuple[Field, ...] = ()
     """The rubric's fixed rating scales, which two judges' kappa compares."""
+    texts: Mapping[str, str] = MappingProxyType({})
+    """Prompt texts by name that replace this project's words where the rubric has a use for
+    them (the ``helmet_*`` rubrics: HELMET's judge scripts' own prompts, read by
+    ``--lceval-helmet-judge-prompts``); empty: the project's own words."""
+
+    def worded(self, texts: Mapping[str, str]) -> Rubric:
+        """This rubric asking in ``texts`` (see ``texts``): the judge panel asks every rubric
+        in the session's texts, so no rubric object (they outlive a session) holds them."""
+        if texts == self.texts:
+            return self
+        worded = copy.copy(self)
+        worded.texts = MappingProxyType(dict(texts))
+        return worded
 
     @abstractmethod
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
