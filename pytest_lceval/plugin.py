@@ -34,6 +34,7 @@ from .run.cell_run import CellRun
 from .run.evaluation import Evaluator
 from .run.lookahead import Lookahead, selected_cells
 from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
+from .run.progress import BOARD
 from .run.suite import get_suite, suites_of
 from .settings import SETTINGS, Settings, add_options, resolve, serving_options, window_line
 from .store.database import Store
@@ -270,7 +271,7 @@ def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
                for name, model in (offered or {}).items()}
     evaluator = Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
                           run_dir, judge_panel(pytestconfig, lc_model.store, lc_model.backend),
-                          scoring)
+                          scoring, pytestconfig.stash.get(BOARD, None))
     yield evaluator
     write_usage(run_dir, "model", lc_model.calls)
     for role, calls in (evaluator.judges.used() if evaluator.judges else {}).items():

@@ -217,10 +217,10 @@ class AskingSuite(Suite):
 def _worker(tmp_path: Path, cells: list[tuple[str, Cell]], owner: str
             ) -> tuple[Lookahead, AskingSuite]:
     model, _ = _model(tmp_path)
-    evaluator = SimpleNamespace(model=model, run_dir=tmp_path / "run", new_result=lambda nodeid,
-                                cell, source: CellResult(nodeid, cell.suite, cell.task,
-                                                         cell.length, cell.depth, {}, "m",
-                                                         model.fingerprint, 0, source))
+    evaluator = SimpleNamespace(model=model, run_dir=tmp_path / "run", board=None,
+                                new_result=lambda nodeid, cell, source: CellResult(
+                                    nodeid, cell.suite, cell.task, cell.length, cell.depth, {},
+                                    "m", model.fingerprint, 0, source))
     suite = AskingSuite()
     suite.source = lambda evaluator: "fixtures"  # type: ignore[method-assign]
     return Lookahead(evaluator, {"asking": suite}, cells, 6, owner=owner), suite  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from ..settings import Settings
 from ..tasks.base import BuildContext, FiltersCases, GenerationTask
 from ..tasks.judged import JudgedTask
 from ..tasks.stops import with_stops
-from .progress import CellProgress
+from .progress import Board, CellProgress
 
 
 class NothingKept(Exception):
@@ -91,6 +91,9 @@ class Evaluator:
     scoring: dict[str, StoredScoring] = field(default_factory=dict)
     """The plugins' scoring models by name (``pytest_lceval_scoring_models``), behind the
     store; a task's ``cell_metrics`` gets them."""
+    board: Board | None = None
+    """Where cells' progress lines go: the session's terminal or log (``progress.BOARD``);
+    None writes them to stderr."""
     said_length_ratio: bool = False
     """Whether this process warned that the reference tokenizer and the model count far apart
     (``ReferenceTokenizer.far_from``): said once, it holds for every cell."""
@@ -136,7 +139,7 @@ class Evaluator:
                 raise NothingKept(known.reason_all_excluded(), metrics,
                                   model.calls.here - before)
             kept = list(known.kept)
-        progress = CellProgress(label)
+        progress = self.progress(label)
         try:
             generations = model.generate([case.request() for case in kept], progress)
         finally:
@@ -148,6 +151,11 @@ class Evaluator:
         scored = self.score(task, [g.text for g in generations], kept, agreement)
         return Answered(kept, generations, scored, metrics, requests, seconds_model,
                         time.perf_counter() - started, read)
+
+    def progress(self, label: str | None = None) -> CellProgress:
+        """A reporter of the running cell's progress on the session's board, ``label`` on its
+        line (by default the cell this thread measures); close it when the cell's asks end."""
+        return CellProgress(label, board=self.board)
 
     def score(self, task: GenerationTask, outputs: Sequence[str], cases: Sequence[Case],
               agreement: bool = True) -> Scored:

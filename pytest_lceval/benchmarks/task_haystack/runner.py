@@ -170,7 +170,7 @@ class HaystackMeasure:
         """Both conditions on every resample. The store's claims keep two processes from
         ranking one stream's queries twice: the second waits for the first's answers."""
         measured = _Conditions({}, {}, {})
-        progress = CellProgress()
+        progress = self.evaluator.progress()
         try:
             for resample in plan.resamples:
                 self._measure_resample(plan, resample, contexts[resample], measured, progress)
