@@ -168,7 +168,7 @@ def prose(source: str) -> list[str]:
 
 
 def top_level_names(path: Path) -> set[str]:
-    """What module ``path`` defines or imports at its top level (``models.stored._gathering``
+    """What module ``path`` defines or imports at its top level (``foundation.measuring._thread``
     names one)."""
     names: set[str] = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
