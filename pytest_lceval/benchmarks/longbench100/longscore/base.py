@@ -40,8 +40,8 @@ from ....foundation.workers import worker_label
 from ....results.records import Case, stable_hash
 from ....run.evaluation import Evaluator, NothingKept
 from ....tasks.base import BuildContext, CellDoesNotFit, GenerationTask
-from ....verdicts.stats import stratified_mean
 from .config import POOLED, RELEASED, LongScoreSettings
+from .formula import stratified_mean
 
 BASE_VERSION = 4
 """Part of the store key: bump when the way the base is computed changes."""

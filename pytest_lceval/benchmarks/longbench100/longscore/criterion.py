@@ -19,9 +19,9 @@ from ....foundation.grid import case_seed, format_length
 from ....results.cells import CellResult, Judgement
 from ....results.score_metric import ScoreMetric
 from ....tasks.base import GenerationTask
-from ....verdicts.stats import longscore, longscore_ci
 from .base import BaseAbilities, BaseAbility, BaseAbilityNeed, MeasuredBase, base_strata
 from .config import LongScoreSettings
+from .formula import longscore, longscore_ci
 
 CRITERION = "longscore"
 LONGSCORE = ScoreMetric("longscore", "(score at the length - base ability) / base ability, as a "

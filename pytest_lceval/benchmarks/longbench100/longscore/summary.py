@@ -30,9 +30,9 @@ from ....foundation.grid import format_depth, format_length
 from ....report.finding import cell_label
 from ....report.section import SummarySection, listed
 from ....results.cells import CellResult
-from ....verdicts.stats import longscore
 from .config import RELEASED
 from .criterion import CRITERION
+from .formula import longscore
 
 PREFIX = "longscore"
 
