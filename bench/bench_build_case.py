@@ -23,11 +23,11 @@ from pathlib import Path
 from pytest_lceval.benchmarks.ruler.json_kv import INSTRUCTION
 from pytest_lceval.benchmarks.ruler.niah import Wording
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf_text import HFText, load_hf_text
 from pytest_lceval.models.presets import preset_directory
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.fitting import Frame, window
 

@@ -25,8 +25,8 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell, format_length, parse_length
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell, format_length, parse_length
 from pytest_lceval.tasks.base import BuildContext, GenerationTask
 from pytest_lceval.tasks.fitting import window
 

@@ -52,6 +52,8 @@ from transformers import (
 
 from pytest_lceval.benchmarks.task_haystack.data import available_tasks, resolve_task_names
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell, format_length, parse_length
 from pytest_lceval.models.chat_choice import renderer_for
 from pytest_lceval.models.hf import Checkpoint, HFBackend, resolve_dtype
 from pytest_lceval.models.hf_text import HFText
@@ -59,8 +61,6 @@ from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.presets import preset_directory
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.records import GenerateRequest
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell, format_length, parse_length
 from pytest_lceval.run.lookahead import Gather
 from pytest_lceval.settings import BATCH_SIZE_ELSEWHERE, LOOKAHEAD_BATCHES
 from pytest_lceval.store.database import Store

@@ -51,7 +51,10 @@ A backend (``pytest_lceval_make_backend``, ``pytest_lceval_scoring_models``):
 
 from __future__ import annotations
 
-from .judge.rubrics import RUBRICS, Rubric
+from .foundation.criterion import Assessment, Criterion, VerdictPolicy
+from .foundation.grid import Cell, case_seed
+from .foundation.measurement import Measurement
+from .judge.rubrics import RUBRICS
 from .models.backend import BaseBackend
 from .models.base import Backend, Renderer, Tokenizer
 from .models.options import LoadOptions, MissingDependencyError
@@ -62,13 +65,11 @@ from .results.records import Case, GenerateRequest, Generation, Prompt, Ranking,
 from .results.score_metric import STRING_MATCH_ALL, SUBEM, ScoreMetric
 from .run.evaluation import Evaluator
 from .run.generation_suite import GenerationSuite
-from .run.grid import Cell, case_seed
-from .run.measurement import Measurement
 from .run.suite import CellSkipped, MoreTasks, Suite
 from .settings import Settings
 from .tasks.base import BuildContext, CellDoesNotFit, GenerationTask
+from .tasks.judged import Rubric
 from .tasks.metrics import string_match_all, substring_exact_match
-from .verdicts.criteria import Assessment, Criterion, VerdictPolicy
 
 __all__ = [
     "RUBRICS", "STRING_MATCH_ALL", "SUBEM", "Assessment", "Backend", "BaseBackend",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .foundation.criterion import Criterion
     from .models.base import Backend
     from .models.registry import LoadOptions, ModelSpec
     from .models.scoring import ScoringModel
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from .run.plan import PlannedCell
     from .run.suite import MoreTasks, Suite
     from .settings import Settings
-    from .verdicts.criteria import Criterion
     from .verdicts.verdict import RunVerdict
 
 

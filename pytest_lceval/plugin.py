@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from . import hookspecs
+from .foundation.data import DataError
+from .foundation.grid import Cell, format_depth, format_length
 from .models.base import Backend
 from .models.model_args import args_text
 from .models.reference_tokenizer import reference_header
@@ -29,16 +31,15 @@ from .results.cells import (
 from .results.records import stable_hash
 from .run import grid_profile
 from .run.cell_run import CellRun
-from .run.data import DataError
 from .run.evaluation import Evaluator
-from .run.grid import Cell, format_depth, format_length
 from .run.lookahead import Lookahead, selected_cells
 from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
+from .run.progress import BOARD
 from .run.suite import get_suite, suites_of
-from .settings import SETTINGS, Settings, add_options, resolve, window_line
+from .settings import SETTINGS, Settings, add_options, resolve, serving_options, window_line
 from .store.database import Store
 from .store.repair import StoreRepairedWarning, StoreUsageError, check_store
-from .verdicts.criteria import criteria_of
+from .verdicts.criteria import CellJudge, criteria_of
 from .verdicts.threshold import ThresholdCriterion
 from .verdicts.verdict import INCOMPLETE, RUN_VERDICT, RunVerdict, decide, suite_gates
 
@@ -241,8 +242,6 @@ def lc_backend(lc_settings: Settings, pytestconfig: pytest.Config) -> Backend:
     """The model under test, made once per process (once per xdist worker, on the GPU that
     serving_plugin chose for the worker in pytest_configure). A backend may load its weights
     at the first request the store lacks (hf does), so a fully stored rerun never loads them."""
-    from .models.serving_plugin import serving_options  # a feature plugin, as selection above
-
     return _load(pytestconfig, lc_settings, serving_options(pytestconfig))
 
 
@@ -272,7 +271,7 @@ def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
                for name, model in (offered or {}).items()}
     evaluator = Evaluator(pytestconfig, lc_settings, lc_model, lc_settings.data_source(),
                           run_dir, judge_panel(pytestconfig, lc_model.store, lc_model.backend),
-                          scoring)
+                          scoring, pytestconfig.stash.get(BOARD, None))
     yield evaluator
     write_usage(run_dir, "model", lc_model.calls)
     for role, calls in (evaluator.judges.used() if evaluator.judges else {}).items():
@@ -294,7 +293,8 @@ def lc_eval(lc_evaluator: Evaluator, lc_lookahead: Lookahead,
             request: pytest.FixtureRequest) -> CellRun:
     """Measure and judge cells of any suite: ``lc_eval.check(lc_eval.run(lc_cell))``."""
     config = request.config
-    return CellRun(lc_evaluator, lc_lookahead, suites_of(config), criteria_of(config),
+    return CellRun(lc_evaluator, lc_lookahead, suites_of(config),
+                   CellJudge(criteria_of(config), config),
                    request.node.nodeid, _property_recorder(request.node))
 
 

@@ -1,4 +1,5 @@
-"""Run settings: declared once, resolved once (CLI > env > ini) into a frozen object.
+"""Run settings: declared once, resolved once (CLI > env > ini) into a frozen object; the serving
+backends' options (``ServingOptions``) the same way, from the options their plugin declares.
 
 Every bad value raises pytest.UsageError naming the option, the value, where it came from and
 the fix, before any model is loaded.
@@ -16,13 +17,22 @@ from typing import Any, TypeVar
 
 import pytest
 
+from .foundation.data import DataSource
+from .foundation.grid import parse_depth, parse_length
 from .models.model_args import OPTION as MODEL_ARGS
 from .models.model_args import args_text, parse_model_args, window_from
 from .models.registry import ModelSpec
-from .models.serving import redact_url
+from .models.serving import (
+    API_MODES,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    VLLM_EXECUTORS,
+    ServingOptions,
+    parse_urls,
+    redact_url,
+)
 from .models.topk_rank import RANK_CHOICES
-from .run.data import DataSource
-from .run.grid import parse_depth, parse_length
 from .run.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
 from .tasks.stops import STOP_CHOICES
 
@@ -629,3 +639,64 @@ def _run_name(text: str) -> str:
         raise ValueError("a run name is one folder name of letters, digits and _.+=@- "
                          "(not 'latest')")
     return name
+
+
+# -- the serving backends' options (openai:, vllm:), resolved as the settings are -----------
+
+SERVING = pytest.StashKey[ServingOptions]()
+BASE_URL_ENV = "OPENAI_BASE_URL"
+MAX_CONCURRENCY = 1024
+"""Most requests in flight: each is a thread, and no server queues more usefully."""
+MAX_TIMEOUT = 86_400.0
+"""Longest wait for one request (a day): more is a typo that would hang a stuck run."""
+MAX_RETRIES = 100
+"""Most retries: with backoff, 100 already wait over ten minutes per request."""
+
+
+def resolve_serving(config: pytest.Config) -> ServingOptions:
+    """The serving options, validated (CLI > env > ini), each bad value a UsageError."""
+
+    def get(name: str, parse: Any, default: Any, fix: str, env: str | None = None) -> Any:
+        return option_value(config, name, parse, default, fix, env)
+
+    return ServingOptions(
+        base_url=get("lceval_base_url", parse_urls, None,
+                     "Give an http(s) URL ending in /v1, or several, comma-separated.",
+                     env=BASE_URL_ENV),
+        api_mode=get("lceval_api_mode", _one_of(API_MODES), None, "Use chat or completions."),
+        concurrency=get("lceval_concurrency", lambda v: bounded(int, v, 1, MAX_CONCURRENCY),
+                        DEFAULT_CONCURRENCY, "Give a whole number >= 1."),
+        timeout=get("lceval_timeout", lambda v: bounded(float, v, 0.001, MAX_TIMEOUT),
+                    DEFAULT_TIMEOUT, "Give seconds > 0."),
+        retries=get("lceval_retries", lambda v: bounded(int, v, 0, MAX_RETRIES),
+                    DEFAULT_RETRIES, "Give a whole number >= 0."),
+        tokenizer=get("lceval_tokenizer", expand_user, None,
+                      "Give a folder, an HF id or tiktoken:NAME."),
+        tensor_parallel=get("lceval_tensor_parallel", lambda v: bounded(int, v, 1), 1,
+                            "Give a whole number >= 1."),
+        pipeline_parallel=get("lceval_pipeline_parallel", lambda v: bounded(int, v, 1), 1,
+                              "Give a whole number >= 1."),
+        executor=get("lceval_vllm_executor", _one_of(VLLM_EXECUTORS), None,
+                     f"Use {' or '.join(VLLM_EXECUTORS)}."),
+        gpu_memory=get("lceval_gpu_memory", _fraction, None, "Give a fraction such as 0.5."),
+    )
+
+
+def serving_options(config: pytest.Config) -> ServingOptions:
+    """What the model fixture passes to the backend factory."""
+    return config.stash.get(SERVING, None) or resolve_serving(config)
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"choose one of {', '.join(choices)}")
+        return str(value)
+    return parse
+
+
+def _fraction(value: Any) -> float:
+    number = float(str(value))
+    if not 0.0 < number <= 1.0:
+        raise ValueError("must lie in (0, 1]")
+    return number

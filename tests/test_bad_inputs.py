@@ -24,9 +24,9 @@ import pytest
 from fake_openai import FakeServer, Reply, Seen, byte_encoding, default_answer, models
 from toy_suite import JUDGED_SUITE, JUDGED_TASK, SUITE, TOY_TASK
 
+from pytest_lceval.foundation.data import FIXTURES
 from pytest_lceval.models.gguf_header import GGUFTruncated, check_gguf_size, gguf_window
 from pytest_lceval.models.preflight import PreflightError, check_device
-from pytest_lceval.run.data import FIXTURES
 from pytest_lceval.store.database import Store
 
 HAYSTACK_SUITE = """

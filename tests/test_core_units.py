@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_lceval.foundation.grid import case_seed, format_length, parse_depth, parse_length
+from pytest_lceval.foundation.measurement import mean_ci
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.registry import LoadOptions, ModelSpec, UnknownModelError, split_spec
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.records import GenerateRequest
-from pytest_lceval.run.grid import case_seed, format_length, parse_depth, parse_length
 from pytest_lceval.run.progress import CellProgress
 from pytest_lceval.store.database import Store, StoreCorruptionWarning
 from pytest_lceval.tasks.metrics import normalize_answer, string_match_all, substring_exact_match
-from pytest_lceval.verdicts.stats import mean_ci
 
 
 @pytest.mark.parametrize(("text", "tokens"),
@@ -44,7 +44,7 @@ def test_depth_percent_and_bounds() -> None:
 
 def test_case_seed_is_stable_across_processes() -> None:
     here = case_seed(42, "json_kv", 4096, 50.0, 3)
-    code = ("from pytest_lceval.run.grid import case_seed; "
+    code = ("from pytest_lceval.foundation.grid import case_seed; "
             "print(case_seed(42, 'json_kv', 4096, 50.0, 3))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env={"PYTHONHASHSEED": "123"}).stdout.strip()

@@ -132,7 +132,7 @@ MEMORY_SUITE = """
 import json
 from pathlib import Path
 
-from pytest_lceval.models.serving_plugin import serving_options
+from pytest_lceval.settings import serving_options
 
 def test_share(pytestconfig, worker_id):
     Path(f"share-{worker_id}.json").write_text(

@@ -24,10 +24,10 @@ from pytest_lceval.benchmarks.task_haystack.prompts import (
 )
 from pytest_lceval.benchmarks.task_haystack.runner import HaystackMeasure
 from pytest_lceval.benchmarks.task_haystack.verdict import VALUES
+from pytest_lceval.foundation.data import DataSource
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.results.cells import CellResult
-from pytest_lceval.run.data import DataSource
 
 
 def test_depth_bins_are_the_reference_array_split_into_8() -> None:

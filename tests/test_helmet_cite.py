@@ -30,12 +30,12 @@ from pytest_lceval.benchmarks.helmet.cite_metrics import (
     str_em,
 )
 from pytest_lceval.benchmarks.helmet.cite_plugin import HFEntailment, scorer_for
+from pytest_lceval.foundation.data import DataError, DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.models.scoring import StoredScoring
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataError, DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext
 

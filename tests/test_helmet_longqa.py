@@ -18,15 +18,15 @@ from pytest_lceval.benchmarks.helmet.longqa_data import (
     read_narrativeqa,
 )
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.judge.panel import JudgedTask
+from pytest_lceval.foundation.data import DataError, DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataError, DataSource
 from pytest_lceval.run.generation_suite import NeedsData
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
+from pytest_lceval.tasks.judged import JudgedTask
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet_longqa"
 TASKS = ["narrativeqa", "infbench_qa_leval", "infbench_choice_leval"]

@@ -19,11 +19,11 @@ from pytest_lceval.benchmarks.helmet.pipeline import (
     truncate_context,
 )
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.results.records import Case, Prompt
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.stops import with_stops
 

@@ -13,11 +13,11 @@ from shared_data import SHARED_DATA
 from pytest_lceval.benchmarks.helmet.passages import Doc
 from pytest_lceval.benchmarks.helmet.rag import kilt_questions, parse_answer, sub_em
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataError, DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
-from pytest_lceval.run.data import DataError, DataSource
 from pytest_lceval.run.generation_suite import NeedsData
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.metrics import normalize_answer
 

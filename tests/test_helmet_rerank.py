@@ -27,12 +27,12 @@ from pytest_lceval.benchmarks.helmet.rerank_data import (
     load,
 )
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
+from pytest_lceval.foundation.data import DataError, DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataError, DataSource
 from pytest_lceval.run.generation_suite import NeedsData
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet"

@@ -15,16 +15,17 @@ from run_outputs import read_results
 from pytest_lceval.benchmarks.helmet.longqa import OMITTED
 from pytest_lceval.benchmarks.helmet.summ import rouge_lsum_f1, worded
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.judge.panel import Judge, JudgedTask, JudgeSpec, judge_outputs
+from pytest_lceval.foundation.data import DataError, DataSource
+from pytest_lceval.foundation.grid import Cell
+from pytest_lceval.judge.panel import Judge, JudgeSpec, judge_outputs
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.models.registry import LoadOptions, ModelSpec, load_backend
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataError, DataSource
 from pytest_lceval.run.generation_suite import NeedsData
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.judged import JudgedTask
 from pytest_lceval.tasks.metrics import helmet_parse_output as parse_output
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet_summ"

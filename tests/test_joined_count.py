@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from pytest_lceval.benchmarks.ruler.filler_text import Piece
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models import joined_count
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf_text import LONG_PROMPT, HFText
 from pytest_lceval.models.joined_count import LINE_BREAK_PATTERNS, cut_rule, rule_of
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 
 ESSAYS = Path(__file__).resolve().parents[1] / "pytest_lceval" / "fixtures" / "essays"

@@ -14,11 +14,12 @@ from toy_suite import JUDGED_SUITE, JUDGED_TASK
 
 from pytest_lceval.judge.agreement import kappa, rank_correlation
 from pytest_lceval.judge.panel import Judge, JudgePanel, JudgeSpec, judge_outputs
-from pytest_lceval.judge.replies import Field, Unparsed, parse_scores
+from pytest_lceval.judge.replies import Unparsed, parse_scores
 from pytest_lceval.judge.rubrics import RUBRICS, helmet_answer
 from pytest_lceval.models.registry import LoadOptions, ModelSpec, load_backend
 from pytest_lceval.results.records import Case
 from pytest_lceval.store.database import Store
+from pytest_lceval.tasks.judged import Field
 
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
 QA = (Field("fluency", 0, 1), Field("correctness", 0, 3))

@@ -28,17 +28,17 @@ from pytest_lceval.benchmarks.longbench100.prior_knowledge import (
 )
 from pytest_lceval.benchmarks.longbench100.text import star_options
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
-from pytest_lceval.judge.panel import JudgedTask
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer, load_mock
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
 from pytest_lceval.run.evaluation import Evaluator
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.judged import JudgedTask
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SUITE = "longbench100"

@@ -24,13 +24,13 @@ from pytest_lceval.benchmarks.longbench100.prior_knowledge import (
 )
 from pytest_lceval.benchmarks.longbench100.text import qa_f1, rouge_l_f1
 from pytest_lceval.builtin_suites import builtin_task
-from pytest_lceval.judge.panel import JudgedTask
+from pytest_lceval.foundation.data import DataSource, read_jsonl
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource, read_jsonl
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.judged import JudgedTask
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "longbench_judged"
 SUITE = "longbench100"

@@ -22,19 +22,24 @@ from pytest_lceval.benchmarks.longbench100.longscore.base import (
 )
 from pytest_lceval.benchmarks.longbench100.longscore.config import LongScoreSettings
 from pytest_lceval.benchmarks.longbench100.longscore.criterion import UNDEFINED
+from pytest_lceval.benchmarks.longbench100.longscore.formula import (
+    longscore,
+    longscore_ci,
+    stratified_mean,
+)
 from pytest_lceval.benchmarks.longbench100.longscore.summary import (
     longscore_figure,
     overall,
     task_rows,
 )
+from pytest_lceval.foundation.criterion import Assessment
+from pytest_lceval.foundation.measurement import mean_ci
 from pytest_lceval.results import cells as run_cells
 from pytest_lceval.results.cells import CellResult, Judgement
 from pytest_lceval.run.generation_suite import LENGTH_SWEEP
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.settings import Settings
 from pytest_lceval.store.database import Store
-from pytest_lceval.verdicts.criteria import Assessment
-from pytest_lceval.verdicts.stats import longscore, longscore_ci, mean_ci, stratified_mean
 from pytest_lceval.verdicts.threshold import ThresholdCriterion
 
 # Base lengths 1k and 2k (N/3 = 1 case each per depth), long lengths 3k and 4k. (mock:grep

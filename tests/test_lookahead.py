@@ -18,6 +18,8 @@ from types import SimpleNamespace
 import pytest
 from toy_suite import JUDGED_SUITE, JUDGED_TASK, RECALL_SUITE
 
+from pytest_lceval.foundation.grid import Cell
+from pytest_lceval.foundation.measurement import Measurement
 from pytest_lceval.models.mock import load_mock
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.registry import ModelSpec
@@ -25,9 +27,7 @@ from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.cells import CellResult
 from pytest_lceval.results.records import GenerateRequest
 from pytest_lceval.results.score_metric import ScoreMetric
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.run.lookahead import Gather, Lookahead
-from pytest_lceval.run.measurement import Measurement
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.run.suite import Suite
 from pytest_lceval.settings import auto_batch_size, auto_lookahead
@@ -217,10 +217,10 @@ class AskingSuite(Suite):
 def _worker(tmp_path: Path, cells: list[tuple[str, Cell]], owner: str
             ) -> tuple[Lookahead, AskingSuite]:
     model, _ = _model(tmp_path)
-    evaluator = SimpleNamespace(model=model, run_dir=tmp_path / "run", new_result=lambda nodeid,
-                                cell, source: CellResult(nodeid, cell.suite, cell.task,
-                                                         cell.length, cell.depth, {}, "m",
-                                                         model.fingerprint, 0, source))
+    evaluator = SimpleNamespace(model=model, run_dir=tmp_path / "run", board=None,
+                                new_result=lambda nodeid, cell, source: CellResult(
+                                    nodeid, cell.suite, cell.task, cell.length, cell.depth, {},
+                                    "m", model.fingerprint, 0, source))
     suite = AskingSuite()
     suite.source = lambda evaluator: "fixtures"  # type: ignore[method-assign]
     return Lookahead(evaluator, {"asking": suite}, cells, 6, owner=owner), suite  # type: ignore[arg-type]

@@ -20,11 +20,11 @@ from served import Served, stored_answers
 from toy_suite import RECALL_SUITE
 
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.registry import LoadOptions, load_backend
 from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.results.records import GenerateRequest, Prompt
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 
 pytest.importorskip("fastapi", reason="transformers serve needs fastapi and uvicorn")

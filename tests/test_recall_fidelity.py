@@ -19,14 +19,14 @@ from pytest_lceval.benchmarks.ruler.common import HELMET_RULER
 from pytest_lceval.benchmarks.ruler.filler_text import NOISE
 from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.chat_choice import renderer_for
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
 from pytest_lceval.run.evaluation import Evaluator
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.settings import DEFAULT_DEPTHS
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window

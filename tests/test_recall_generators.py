@@ -22,12 +22,12 @@ from pytest_lceval.benchmarks.ruler.filler_text import NOISE, Piece, insert_at_d
 from pytest_lceval.benchmarks.ruler.json_kv import INSTRUCTION, JsonKvTask
 from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.fitting import window
 

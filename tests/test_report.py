@@ -27,6 +27,7 @@ from pytest_lceval.benchmarks.task_haystack.report import write_reports
 from pytest_lceval.benchmarks.task_haystack.task_haystack_plugin import (
     pytest_lceval_report_artifacts as haystack_artifacts,
 )
+from pytest_lceval.foundation.grid import parse_length
 from pytest_lceval.report import figure_style, heatmaps
 from pytest_lceval.report.badge import FAIL_COLOUR, PASS_COLOUR
 from pytest_lceval.report.findings import look_first, skip_reasons, worst_cells
@@ -42,7 +43,6 @@ from pytest_lceval.report.html import (
 )
 from pytest_lceval.report.summary import cell_label, summarize
 from pytest_lceval.results.cells import CellResult
-from pytest_lceval.run.grid import parse_length
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 ONE_PIXEL_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKm"

@@ -20,11 +20,11 @@ import pytest
 from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.benchmarks.task_haystack.plan import HaystackCell
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.options import LoadOptions
 from pytest_lceval.models.stored import StoredModel
 from pytest_lceval.results.records import GenerateRequest, Generation
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.run.plan import (
     PlannedCell,
     RunTracker,
@@ -33,7 +33,7 @@ from pytest_lceval.run.plan import (
     load_prior,
     save_prior,
 )
-from pytest_lceval.run.progress import CellProgress, WorkerBoard, short_label, use_board
+from pytest_lceval.run.progress import CellProgress, WorkerBoard, short_label
 from pytest_lceval.store.database import Store
 
 SLOW_MOCK = """
@@ -196,13 +196,10 @@ class _Log:
 def _worker_log(report: Callable[[CellProgress], None]) -> str:
     """What a worker prints to its log while ``report`` drives the progress of cell t[a]."""
     log = _Log()
-    previous = use_board(WorkerBoard(contextlib.nullcontext, log))
-    try:
-        progress = CellProgress("[gw0] t[a]", after=0.0, log_every=0.0)
-        report(progress)
-        progress.close()
-    finally:
-        use_board(previous)
+    progress = CellProgress("[gw0] t[a]", after=0.0, log_every=0.0,
+                            board=WorkerBoard(contextlib.nullcontext, log))
+    report(progress)
+    progress.close()
     return log.text
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from pytest_lceval.benchmarks.task_haystack.data import available_tasks, load_task
 from pytest_lceval.benchmarks.task_haystack.prompts import StreamSpec, lifelong, query, single_task
+from pytest_lceval.foundation.data import FIXTURES
 from pytest_lceval.models.hf_text import suffix_ids
-from pytest_lceval.run.data import FIXTURES
 
 spm = pytest.importorskip("sentencepiece")
 

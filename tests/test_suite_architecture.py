@@ -12,7 +12,7 @@ from run_outputs import read_results
 from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.models.stored import StoredModel
-from pytest_lceval.run import cell_run
+from pytest_lceval.verdicts.criteria import CellJudge
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "examples" / "row_lookup"
 FAST = ["-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -46,7 +46,7 @@ def _arm(monkeypatch: pytest.MonkeyPatch) -> None:
     are in-process); the outer test's monkeypatch restores both when it ends, however the inner
     run ended."""
     armed: list[bool] = []
-    assess = cell_run.assess
+    assess = CellJudge.assess
 
     def armed_assess(*args: Any, **kwargs: Any) -> Any:
         armed.append(True)
@@ -65,7 +65,7 @@ def _arm(monkeypatch: pytest.MonkeyPatch) -> None:
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(StoredModel, name, refusing)
-    monkeypatch.setattr(cell_run, "assess", armed_assess)
+    monkeypatch.setattr(CellJudge, "assess", armed_assess)
 
 
 def test_judging_never_reaches_the_model(pytester: pytest.Pytester,

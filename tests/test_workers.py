@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_lceval.run.workers import worker_count, worker_id, worker_label
+from pytest_lceval.foundation.workers import worker_count, worker_id, worker_label
 
 
 def test_outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ import math
 import warnings
 from collections.abc import Sequence
 
-from .replies import Field
+from ..tasks.judged import Field
 
 
 def kappa(first: Sequence[int], second: Sequence[int], field: Field) -> float | None:

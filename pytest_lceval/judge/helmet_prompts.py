@@ -5,14 +5,15 @@ The project ships its own wording of HELMET's rubrics (``prompts.py``), never HE
 user with a HELMET checkout can have the judge asked in HELMET's words: the prompt strings are read
 from its ``scripts/eval_gpt4_longqa.py`` (``judge_prompt``) and ``scripts/eval_gpt4_summ.py``
 (``fluency_prompt``, ``recall_prompt``, ``precision_prompt`` and their ``_book`` variants) as
-the scripts' syntax tree holds them; nothing of the scripts runs. The rubrics then fill them as
-the scripts do (``HelmetQA``, ``HelmetSummary``).
+the scripts' syntax tree holds them; nothing of the scripts runs. The judge plugin reads them
+once per session and hands them to the judge panel, which asks each rubric in them
+(``Rubric.worded``); the rubrics then fill them as the scripts do (``HelmetQA``,
+``HelmetSummary``).
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 from pathlib import Path
 
 SCRIPTS: dict[str, tuple[str, ...]] = {
@@ -21,18 +22,6 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
                           "recall_prompt_book", "precision_prompt", "precision_prompt_book"),
 }
 """HELMET's judge scripts and the prompt strings each defines."""
-
-
-@dataclass
-class HelmetPrompts:
-    """The prompts of this process's judge, set by the judge plugin from the option and
-    emptied at unconfigure (rubrics are module-level objects that outlive a pytest session).
-    Empty: the project's own wording."""
-
-    texts: dict[str, str] = field(default_factory=dict)
-
-
-HELMET = HelmetPrompts()
 
 
 def read_helmet_prompts(checkout: Path) -> dict[str, str]:

@@ -10,22 +10,25 @@ from typing import Any
 
 import pytest
 
+from ..foundation.data import DataError
+from ..foundation.grid import Cell
 from ..models.base import Backend
 from ..models.options import LoadOptions, MissingDependencyError, UnknownModelError
 from ..models.registry import check_model, check_spec, make_backend
 from ..models.serving import DEFAULT_CONCURRENCY, ServingOptions, parse_urls, redact_url
-from ..models.serving_plugin import serving_options
-from ..run.data import DataError
-from ..run.grid import Cell
 from ..run.lookahead import selected_cells
 from ..run.model_usage import RUN_STARTED
 from ..run.suite import Suite, suites_of
-from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value
+from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value, serving_options
 from ..store.database import Store
-from .helmet_prompts import HELMET, read_helmet_prompts
-from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgedTask, JudgePanel, JudgeSpec
+from ..tasks.judged import JudgedTask
+from .helmet_prompts import read_helmet_prompts
+from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
 
 JUDGES = pytest.StashKey[tuple[JudgeSpec, ...]]()
+PROMPT_TEXTS = pytest.StashKey[dict[str, str]]()
+"""HELMET's own judge prompts read by --lceval-helmet-judge-prompts (empty without it): the
+session's judge panel asks its rubrics in them."""
 DEFAULT_JUDGE_CONCURRENCY = 2 * DEFAULT_CONCURRENCY
 DEFAULT_JUDGE_BATCH = 16
 _KNOBS = ("lceval_judge_base_url", "lceval_judge2_base_url", "lceval_judge_tokenizer",
@@ -120,13 +123,9 @@ def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     checkout = config.getoption("lceval_helmet_judge_prompts")
     if checkout:
         try:
-            HELMET.texts = read_helmet_prompts(Path(checkout).expanduser())
+            config.stash[PROMPT_TEXTS] = read_helmet_prompts(Path(checkout).expanduser())
         except ValueError as exc:
             raise pytest.UsageError(f"--lceval-helmet-judge-prompts={checkout}: {exc}") from None
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    HELMET.texts = {}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -214,7 +213,8 @@ def judge_panel(config: pytest.Config, store: Store, model: Backend) -> JudgePan
     model under test, with the same options, is ``model`` itself (see ``_shares_model``)."""
     judges = [Judge(spec, _loader(config, model), store, config.stash.get(RUN_STARTED, None))
               for spec in config.stash.get(JUDGES, ())]
-    return JudgePanel(judges[0], judges[1] if len(judges) > 1 else None) if judges else None
+    return JudgePanel(judges[0], judges[1] if len(judges) > 1 else None,
+                      config.stash.get(PROMPT_TEXTS, {})) if judges else None
 
 
 def _load_options(config: pytest.Config, spec: JudgeSpec) -> LoadOptions:

@@ -6,52 +6,26 @@ numbers."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from ..foundation.measurement import Scored
 from ..models.base import Backend
 from ..models.registry import ModelSpec
 from ..models.stored import CallCounter, StoredModel
 from ..results.records import Case, GenerateRequest, Prompt
-from ..results.score_metric import ScoreMetric
 from ..store.database import Store
+from ..tasks.judged import Ask, JudgedTask, Rubric
 from . import keypoints as keypoints_module
 from .agreement import kappa, mean_difference, rank_correlation
 from .prompts import RETRY
 from .replies import Unparsed, parse_scores
-from .rubrics import Ask, Rubric
 
 DEFAULT_MAX_NEW_TOKENS = 2048
 """HELMET's judge generation budget (``OpenAIModel``'s default; its summary judge asks 4096)."""
 MIN_REPLY_TOKENS = 32
 """A prompt that leaves the judge less room than this to reply is not asked (unparsed)."""
-
-
-@runtime_checkable
-class JudgedTask(Protocol):
-    """A generation task whose score comes from the judge; its own ``score`` is the rule metric
-    (ROUGE-L, SubEM) that the judge is checked against."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def rubric(self) -> Rubric: ...
-
-    @property
-    def rule_metric(self) -> str:
-        """The name of ``score``'s metric, e.g. ``rougeL_f1``."""
-        ...
-
-    def score(self, output: str, case: Case) -> float: ...
-
-
-def cell_metric(task: Any) -> ScoreMetric:
-    """The metric a task's cell scores are on: its rubric's when a judge scores it (the one
-    scoring path, ``Evaluator.score``, decides the same way), else the task's own."""
-    metric: ScoreMetric = task.rubric.metric if isinstance(task, JudgedTask) else task.metric
-    return metric
 
 
 @dataclass(frozen=True)
@@ -214,22 +188,21 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
                   model.calls.here - before, model.calls.seconds_here - spent)
 
 
-@dataclass
-class Scored:
-    """A cell's scores and the numbers that say how they were judged."""
-
-    scores: list[float | None]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    judge: str = ""
-    """The judge's identity ("" for rule-scored tasks)."""
-
-
 class JudgePanel:
-    """The judge, and the optional second judge that rates the same outputs for agreement."""
+    """The judge, and the optional second judge that rates the same outputs for agreement;
+    ``texts``, the prompt texts every rubric is asked in (``Rubric.worded``: HELMET's own, under
+    ``--lceval-helmet-judge-prompts``; none for the project's words)."""
 
-    def __init__(self, first: Judge, second: Judge | None = None) -> None:
+    def __init__(self, first: Judge, second: Judge | None = None,
+                 texts: Mapping[str, str] | None = None) -> None:
         self.first = first
         self.second = second
+        self.texts: Mapping[str, str] = dict(texts or {})
+
+    @property
+    def identity(self) -> str:
+        """The first judge's, which scores the cells."""
+        return self.first.identity
 
     def used(self) -> dict[str, CallCounter]:
         """The work of each judge that was loaded (a run that judged nothing loads none)."""
@@ -241,7 +214,7 @@ class JudgePanel:
               agreement: bool = True) -> Scored:
         """The judge's scores of ``outputs``; with ``agreement``, the cell's agreement numbers
         (rule metric always, second judge when there is one)."""
-        rubric = task.rubric
+        rubric = task.rubric.worded(self.texts)
         judged = judge_outputs(self.first, rubric, outputs, cases)
         metrics: dict[str, Any] = {
             "judge": self.first.identity, "judge_rubric": rubric.name,

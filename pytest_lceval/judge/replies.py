@@ -7,32 +7,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from ..tasks.judged import Field
 
 _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Field:
-    """One score the judge must give: a whole number from ``low`` to ``high``."""
-
-    name: str
-    low: int = 0
-    high: int | None = None
-    """None: a count with no fixed top (sentences of a summary)."""
-    at_most: str | None = None
-    """Another field this one cannot exceed (supported sentences <= sentences)."""
-
-    @property
-    def ordinal(self) -> bool:
-        """A rating on a fixed scale (fluency, correctness), which two judges' kappa compares;
-        counts are compared by the scores they lead to instead."""
-        return self.high is not None
-
-    def describe(self) -> str:
-        top = "" if self.high is None else f" to {self.high}"
-        return f'"{self.name}" (a whole number from {self.low}{top})'
 
 
 class Unparsed(ValueError):

@@ -1,9 +1,10 @@
-"""What the judge is asked about one output, and how its ratings make the case's score.
+"""The rubrics: what the judge is asked about one output, and how its ratings make the case's
+score.
 
-A rubric turns (output, case) into :class:`Ask` objects (one prompt each, with the fields its
-reply must hold) and their ratings into a score from 0 to 1. It also says what a case whose
-reply could not be read scores (``missing``): HELMET leaves such cases out of the mean,
-100-LongBench scores them 0; either way the cell counts them (``judge_unparsed``).
+A rubric (``tasks.judged.Rubric``) turns (output, case) into ``Ask`` objects (one prompt each,
+with the fields its reply must hold) and their ratings into a score from 0 to 1. It also says
+what a case whose reply could not be read scores (``missing``): HELMET leaves such cases out of
+the mean, 100-LongBench scores them 0; either way the cell counts them (``judge_unparsed``).
 
 The rubrics:
 
@@ -19,56 +20,13 @@ The rubrics:
 
 from __future__ import annotations
 
-import json
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from ..results.records import Case
 from ..results.score_metric import ScoreMetric
+from ..tasks.judged import Ask, Field, Ratings, Rubric
 from ..tasks.metrics import helmet_parse_output, helmet_scored
 from . import prompts
-from .helmet_prompts import HELMET
-from .replies import Field
-
-Ratings = Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class Ask:
-    """One prompt to the judge about one output, and the fields its reply must hold."""
-
-    aspect: str
-    """What is judged ("answer", "fluency", "recall", "precision"); names the asks of a case."""
-    prompt: str
-    fields: tuple[Field, ...]
-
-    @property
-    def example(self) -> str:
-        """The JSON reply the prompt shows, for the retry's reminder."""
-        return json.dumps({field.name: field.low for field in self.fields})
-
-
-class Rubric(ABC):
-    """See the module docstring."""
-
-    name: str
-    metric: ScoreMetric
-    """What the case scores are: the rubric and the scale its ratings make."""
-    missing: float | None = None
-    """The score of a case with an unreadable reply; None leaves it out of the mean."""
-    needs_keypoints: bool = False
-    scales: tuple[Field, ...] = ()
-    """The rubric's fixed rating scales, which two judges' kappa compares."""
-
-    @abstractmethod
-    def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
-        """The prompts about ``output``; ``keypoints`` is empty unless ``needs_keypoints``."""
-
-    @abstractmethod
-    def score(self, ratings: Sequence[Ratings], case: Case,
-              keypoints: Sequence[str]) -> float:
-        """The case's score from the ratings of its asks, in the order ``asks`` gave them."""
 
 
 def helmet_answer(output: str, prefix: str = "Answer:") -> str:
@@ -96,8 +54,8 @@ class HelmetQA(Rubric):
 
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         answer = helmet_answer(helmet_scored(output, case.meta))
-        if HELMET.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
-            prompt = HELMET.texts["judge_prompt"].format(
+        if self.texts:  # eval_gpt4_longqa.py's own prompt, filled as the script fills it
+            prompt = self.texts["judge_prompt"].format(
                 question=case.meta["question"], correct_answers=list(case.gold),
                 parsed_output=answer)
         else:
@@ -129,7 +87,7 @@ class HelmetSummary(Rubric):
     def asks(self, output: str, case: Case, keypoints: Sequence[str]) -> list[Ask]:
         text = helmet_scored(output, case.meta).strip()
         listed = "\n".join(f"{i}. {point}" for i, point in enumerate(keypoints, 1))
-        words = self._helmets if HELMET.texts else self._ours
+        words = self._helmets if self.texts else self._ours
         fluency, recall, precision = words(text, listed, case.gold[0])
         return [Ask("fluency", fluency, (FLUENCY,)),
                 Ask("recall", recall, (Field("recall", 0, len(keypoints)),)),
@@ -147,10 +105,10 @@ class HelmetSummary(Rubric):
         """eval_gpt4_summ.py's own prompts, filled as the script fills them: the legal ones for
         Multi-LexSum, the ``_book`` ones (∞Bench Sum's) for every other summary."""
         book = "" if self.kind == "legal" else "_book"
-        return (HELMET.texts[f"fluency_prompt{book}"].format(text=text),
-                HELMET.texts[f"recall_prompt{book}"].format(keypoints=listed, summary=text),
-                HELMET.texts[f"precision_prompt{book}"].format(expert_summary=expert,
-                                                               summary=text))
+        return (self.texts[f"fluency_prompt{book}"].format(text=text),
+                self.texts[f"recall_prompt{book}"].format(keypoints=listed, summary=text),
+                self.texts[f"precision_prompt{book}"].format(expert_summary=expert,
+                                                             summary=text))
 
     def score(self, ratings: Sequence[Ratings], case: Case,
               keypoints: Sequence[str]) -> float:

@@ -60,8 +60,8 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from transformers.utils import logging as hf_logging
 
+from ..foundation.workers import worker_count
 from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
-from ..run.workers import worker_count
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost

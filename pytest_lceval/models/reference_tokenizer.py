@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..run.data import DataError, DataSource
+from ..foundation.data import DataError, DataSource
 from ..tasks.base import BuildContext
 from .base import Renderer
 from .gguf_header import check_gguf_size, gguf_vocabulary

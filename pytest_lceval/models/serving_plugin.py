@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from ..foundation.workers import worker_count, worker_id
 from ..run import devices
-from ..run.workers import worker_count, worker_id
-from ..settings import SETTINGS, bounded, expand_user, flag, lookup, option_value
+from ..settings import (
+    BASE_URL_ENV,
+    SERVING,
+    SETTINGS,
+    flag,
+    lookup,
+    resolve_serving,
+    serving_options,
+)
 from .serving import (
     API_MODES,
     DEFAULT_CONCURRENCY,
@@ -25,20 +32,11 @@ from .serving import (
     DEFAULT_TIMEOUT,
     VLLM_EXECUTORS,
     ServingOptions,
-    parse_urls,
     redact_url,
 )
 
-SERVING = pytest.StashKey[ServingOptions]()
 GPU_PLAN = pytest.StashKey[devices.GpuPlan]()
-BASE_URL_ENV = "OPENAI_BASE_URL"
 _WORKER_KEY = "lceval_gpus"
-MAX_CONCURRENCY = 1024
-"""Most requests in flight: each is a thread, and no server queues more usefully."""
-MAX_TIMEOUT = 86_400.0
-"""Longest wait for one request (a day): more is a typo that would hang a stuck run."""
-MAX_RETRIES = 100
-"""Most retries: with backoff, 100 already wait over ten minutes per request."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,40 +85,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                  "lceval_pipeline_parallel", "lceval_vllm_executor", "lceval_gpu_memory",
                  "lceval_gpus"):
         parser.addini(name, f"default {flag(name)}")
-
-
-def resolve_serving(config: pytest.Config) -> ServingOptions:
-    """The serving options, validated (CLI > env > ini), each bad value a UsageError."""
-
-    def get(name: str, parse: Any, default: Any, fix: str, env: str | None = None) -> Any:
-        return option_value(config, name, parse, default, fix, env)
-
-    return ServingOptions(
-        base_url=get("lceval_base_url", parse_urls, None,
-                     "Give an http(s) URL ending in /v1, or several, comma-separated.",
-                     env=BASE_URL_ENV),
-        api_mode=get("lceval_api_mode", _one_of(API_MODES), None, "Use chat or completions."),
-        concurrency=get("lceval_concurrency", lambda v: bounded(int, v, 1, MAX_CONCURRENCY),
-                        DEFAULT_CONCURRENCY, "Give a whole number >= 1."),
-        timeout=get("lceval_timeout", lambda v: bounded(float, v, 0.001, MAX_TIMEOUT),
-                    DEFAULT_TIMEOUT, "Give seconds > 0."),
-        retries=get("lceval_retries", lambda v: bounded(int, v, 0, MAX_RETRIES),
-                    DEFAULT_RETRIES, "Give a whole number >= 0."),
-        tokenizer=get("lceval_tokenizer", expand_user, None,
-                      "Give a folder, an HF id or tiktoken:NAME."),
-        tensor_parallel=get("lceval_tensor_parallel", lambda v: bounded(int, v, 1), 1,
-                            "Give a whole number >= 1."),
-        pipeline_parallel=get("lceval_pipeline_parallel", lambda v: bounded(int, v, 1), 1,
-                              "Give a whole number >= 1."),
-        executor=get("lceval_vllm_executor", _one_of(VLLM_EXECUTORS), None,
-                     f"Use {' or '.join(VLLM_EXECUTORS)}."),
-        gpu_memory=get("lceval_gpu_memory", _fraction, None, "Give a fraction such as 0.5."),
-    )
-
-
-def serving_options(config: pytest.Config) -> ServingOptions:
-    """What the model fixture passes to the backend factory."""
-    return config.stash.get(SERVING, None) or resolve_serving(config)
 
 
 def _gpu_plan(config: pytest.Config, serving: ServingOptions) -> devices.GpuPlan:
@@ -202,20 +166,3 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if gpu_line:
         lines.append(gpu_line)
     return lines
-
-
-def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if value not in choices:
-            raise ValueError(f"choose one of {', '.join(choices)}")
-        return str(value)
-    return parse
-
-
-def _fraction(value: Any) -> float:
-    number = float(str(value))
-    if not 0.0 < number <= 1.0:
-        raise ValueError("must lie in (0, 1]")
-    return number
-
-

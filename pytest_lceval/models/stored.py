@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from ..foundation.measuring import current
 from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from ..store.database import Store, process_owner
 from .base import Backend
@@ -56,26 +57,6 @@ class CallCounter:
         self.seconds_by_thread[thread] = self.seconds_by_thread.get(thread, 0.0) + seconds
 
 
-class Gatherer(Protocol):
-    """Takes a thread's asks instead of answering them at once (lookahead.Gather)."""
-
-    def ask(self, model: StoredModel, kind: str, requests: Sequence[Any],
-            progress: Progress | None) -> list[Any]: ...
-
-
-_gathering = threading.local()
-
-
-@contextmanager
-def gathered_by(gatherer: Gatherer) -> Iterator[None]:
-    """Every StoredModel ask made in this thread goes to ``gatherer``."""
-    _gathering.current = gatherer
-    try:
-        yield
-    finally:
-        _gathering.current = None
-
-
 class StoredModel:
     """A Backend wrapper that answers from the store first and stores every new answer.
 
@@ -116,7 +97,7 @@ class StoredModel:
         return self._ask("rank", requests, progress)
 
     def _ask(self, kind: str, requests: Sequence[Any], progress: Progress | None) -> list[Any]:
-        gatherer: Gatherer | None = getattr(_gathering, "current", None)
+        gatherer = current().gatherer  # lookahead's, in a thread that measures a window's cell
         if gatherer is not None:
             return gatherer.ask(self, kind, requests, progress)
         started = time.perf_counter()

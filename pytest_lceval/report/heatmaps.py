@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
+from ..foundation.grid import format_depth, format_length
 from ..results.cells import CellResult
-from ..run.grid import format_depth, format_length
 from .figure_style import MIN_WIDTH, label_colour, short_model
 
 HEATMAP_PREFIX = "heatmap"

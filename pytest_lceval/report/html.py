@@ -34,9 +34,9 @@ from urllib.parse import quote
 
 import pytest
 
+from ..foundation.grid import format_depth, format_length
 from ..results.cells import RUN_DIR, SUITE_VERDICTS, CellResult, read_results
-from ..run.grid import format_depth, format_length
-from ..verdicts.effective.effective_plugin import effective_rows
+from ..verdicts.effective.rows import effective_rows
 from ..verdicts.verdict import INCOMPLETE, RUN_VERDICT
 from .badge import badge_path
 from .finding import OwnFinding

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from ..foundation.workers import worker_id
 from ..models.options import LoadOptions
 from ..models.registry import window_hint
-from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
 from ..run.plan import (
     PlannedCell,
@@ -37,10 +37,9 @@ from ..run.plan import (
     today,
     write_plan,
 )
-from ..run.progress import TerminalBoard, WorkerBoard, bypass_capture, use_board
+from ..run.progress import BOARD, TerminalBoard, WorkerBoard, bypass_capture
 from ..run.suite import suites_of
-from ..run.workers import worker_id
-from ..settings import SETTINGS
+from ..settings import SETTINGS, serving_options
 
 PLUGIN_NAME = "lceval-run-progress"
 PLAN_DIR = ".plan"
@@ -57,20 +56,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
         path = config.stash[RUN_DIR] / PLAN_DIR / f"{worker_id()}.json"
-        config.pluginmanager.register(WorkerPlan(path, WorkerBoard(bypass)), PLUGIN_NAME)
+        config.stash[BOARD] = WorkerBoard(bypass)
+        config.pluginmanager.register(WorkerPlan(path), PLUGIN_NAME)
         return
     reporter = config.pluginmanager.getplugin("terminalreporter")
     if reporter is not None:
         board = TerminalBoard(reporter, config.get_terminal_writer(), bypass)
+        config.stash[BOARD] = board
         config.pluginmanager.register(RunProgress(config, board), PLUGIN_NAME)
 
 
 class WorkerPlan:
     """An xdist worker: hands its plan to the controller, prints cell progress to logs."""
 
-    def __init__(self, path: Path, board: WorkerBoard) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._previous = use_board(board)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -78,9 +78,6 @@ class WorkerPlan:
         plan = plan_of(session.items)
         if plan:
             write_plan(self.path, plan)
-
-    def pytest_unconfigure(self) -> None:
-        use_board(self._previous)
 
 
 class RunProgress:
@@ -105,7 +102,6 @@ class RunProgress:
         self.announced = False
         self.plan_lines: list[str] = []
         """What the pytest_lceval_plan hooks add to the plan line (the comparison's power)."""
-        self._previous = use_board(board)
 
     @property
     def run_dir(self) -> Path:
@@ -245,6 +241,3 @@ class RunProgress:
         except OSError as exc:
             self.board.log(f"lceval: could not remember the throughput in {self.store_dir}: "
                            f"{exc}")
-
-    def pytest_unconfigure(self) -> None:
-        use_board(self._previous)

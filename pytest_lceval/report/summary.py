@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
+from ..foundation.grid import format_length, parse_length
 from ..models.model_args import args_text
 from ..results import strict_json
 from ..results.cells import CellResult, Judgement
 from ..results.sample_log import SAMPLES_DIR, logged
 from ..results.score_metric import range_text
 from ..results.whole_file import write_whole
-from ..run.grid import format_length, parse_length
-from ..verdicts.effective.effective_plugin import effective_rows
 from ..verdicts.effective.length import EffectiveRow
+from ..verdicts.effective.rows import effective_rows
 from ..verdicts.verdict import INCOMPLETE, GateResult, RunVerdict, decide
 from .finding import BASELINE, FAILING_STATUSES, OwnFinding, cell_label
 from .findings import worst_cells

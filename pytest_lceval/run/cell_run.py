@@ -1,19 +1,21 @@
 """The steps every cell takes, whatever its suite: a new result, the suite's measurement, the
 criteria's needs measured, judging, recording. Skipped and refused cells take the same steps
-(without judging), so they keep their results line and their report extras."""
+(without judging), so they keep their results line and their report extras. What judges a cell
+comes from the wiring (:class:`JudgesCells`, the verdicts' ``CellJudge``): the run loop does not
+import the verdicts above it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import pytest
 
+from ..foundation.criterion import Evidence, Need, VerdictPolicy
+from ..foundation.grid import Cell, format_length
 from ..results.cells import CellResult, append_result
 from ..results.score_metric import range_text
-from ..verdicts.criteria import Criterion, assess, needs_of
 from .evaluation import Evaluator
-from .grid import Cell, format_length
 from .lookahead import Lookahead
 from .suite import CellRefused, CellSkipped, Suite
 
@@ -22,16 +24,25 @@ NEEDS_REQUESTS = "needs_model_requests"
 another cell, process or run measured them first)."""
 
 
+class JudgesCells(Protocol):
+    """What judges a measured cell with its suite's policy: the needs to measure first, then the
+    verdict (``verdicts.criteria.CellJudge``: the session's criteria and cell-level hook)."""
+
+    def needs(self, result: CellResult, policy: VerdictPolicy) -> Sequence[Need]: ...
+
+    def assess(self, result: CellResult, policy: VerdictPolicy, evidence: Evidence) -> None: ...
+
+
 class CellRun:
     """The per-test face of the evaluator: ``lc_eval.check(lc_eval.run(lc_cell))``."""
 
     def __init__(self, evaluator: Evaluator, lookahead: Lookahead,
-                 suites: Mapping[str, Suite], criteria: Mapping[str, Criterion], nodeid: str,
+                 suites: Mapping[str, Suite], judge: JudgesCells, nodeid: str,
                  record_property: Callable[[str, object], None]) -> None:
         self.evaluator = evaluator
         self.lookahead = lookahead
         self.suites = suites
-        self.criteria = criteria
+        self.judge = judge
         self.nodeid = nodeid
         self.record_property = record_property
         self.results: list[CellResult] = []
@@ -49,12 +60,12 @@ class CellRun:
         elif isinstance(measured.problem, CellRefused):
             result.outcome, result.reason = "failed", str(measured.problem)
         else:
-            needs = needs_of(result, suite.policy, self.criteria)
+            needs = self.judge.needs(result, suite.policy)
             before = evaluator.model.calls.here
             evidence = evaluator.measure_needs(needs)
             if needs:
                 result.metrics[NEEDS_REQUESTS] = evaluator.model.calls.here - before
-            assess(result, suite.policy, self.criteria, evidence, evaluator.config)
+            self.judge.assess(result, suite.policy, evidence)
         self.results.append(result)
         self._record(result)
         append_result(evaluator.run_dir, result)

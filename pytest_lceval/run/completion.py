@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
+from ..foundation.workers import worker_id
 from ..results.cells import RUN_DIR
-from .workers import worker_id
 
 WORKERS_DIR = ".workers"
 """Folder of the run folder where xdist workers leave their process ids; removed at the end."""

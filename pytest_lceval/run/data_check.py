@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..fetch.catalog import RELEASES
-from .data import DataError, DataSource
+from ..foundation.data import DataError, DataSource
 from .generation_suite import GenerationSuite, NeedsData
 from .suite import Suite
 

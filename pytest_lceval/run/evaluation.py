@@ -14,20 +14,22 @@ from typing import Any, Protocol
 
 import pytest
 
-from ..judge.panel import JudgedTask, JudgePanel, Scored
+from ..foundation.criterion import Need
+from ..foundation.data import DataSource
+from ..foundation.grid import Cell
+from ..foundation.measurement import Scored
 from ..models.chat_choice import renderer_for
 from ..models.reference_tokenizer import ReferenceTokenizer, load_reference
 from ..models.scoring import StoredScoring
-from ..models.stored import StoredModel
+from ..models.stored import CallCounter, StoredModel
 from ..results.cells import CellResult
 from ..results.records import Case, Generation
 from ..results.sample_log import write_cell
 from ..settings import Settings
 from ..tasks.base import BuildContext, FiltersCases, GenerationTask
+from ..tasks.judged import JudgedTask
 from ..tasks.stops import with_stops
-from .data import DataSource
-from .grid import Cell
-from .progress import CellProgress
+from .progress import Board, CellProgress
 
 
 class NothingKept(Exception):
@@ -58,16 +60,20 @@ class Answered:
     run, by this cell's call or by a call another cell made (lookahead, another worker)."""
 
 
-class Need(Protocol):
-    """Something a criterion needs measured before it can judge a cell."""
+class Judges(Protocol):
+    """The judge models that score judged tasks' outputs (``judge.panel.JudgePanel``: the judge
+    and an optional second one), made by the wiring from the judge options."""
 
     @property
-    def key(self) -> Hashable:
-        """Equal keys are measured once per process (e.g. one base ability per task)."""
+    def identity(self) -> str:
+        """The judge that scores, as spec@fingerprint (results and stored values name it)."""
         ...
 
-    def measure(self, evaluator: Evaluator) -> Any:
-        """Measure it (may call the model, through the store)."""
+    def score(self, task: JudgedTask, outputs: Sequence[str], cases: Sequence[Case],
+              agreement: bool = True) -> Scored: ...
+
+    def used(self) -> dict[str, CallCounter]:
+        """The work of each judge that was loaded, by role."""
         ...
 
 
@@ -80,11 +86,14 @@ class Evaluator:
     model: StoredModel
     data: DataSource
     run_dir: Path
-    judges: JudgePanel | None = None
+    judges: Judges | None = None
     """The judge (and second judge) of judged tasks; None when the run names none."""
     scoring: dict[str, StoredScoring] = field(default_factory=dict)
     """The plugins' scoring models by name (``pytest_lceval_scoring_models``), behind the
     store; a task's ``cell_metrics`` gets them."""
+    board: Board | None = None
+    """Where cells' progress lines go: the session's terminal or log (``progress.BOARD``);
+    None writes them to stderr."""
     said_length_ratio: bool = False
     """Whether this process warned that the reference tokenizer and the model count far apart
     (``ReferenceTokenizer.far_from``): said once, it holds for every cell."""
@@ -130,7 +139,7 @@ class Evaluator:
                 raise NothingKept(known.reason_all_excluded(), metrics,
                                   model.calls.here - before)
             kept = list(known.kept)
-        progress = CellProgress(label)
+        progress = self.progress(label)
         try:
             generations = model.generate([case.request() for case in kept], progress)
         finally:
@@ -142,6 +151,11 @@ class Evaluator:
         scored = self.score(task, [g.text for g in generations], kept, agreement)
         return Answered(kept, generations, scored, metrics, requests, seconds_model,
                         time.perf_counter() - started, read)
+
+    def progress(self, label: str | None = None) -> CellProgress:
+        """A reporter of the running cell's progress on the session's board, ``label`` on its
+        line (by default the cell this thread measures); close it when the cell's asks end."""
+        return CellProgress(label, board=self.board)
 
     def score(self, task: GenerationTask, outputs: Sequence[str], cases: Sequence[Case],
               agreement: bool = True) -> Scored:
@@ -159,7 +173,7 @@ class Evaluator:
         """Who scores ``task``'s outputs: the judge's identity, "" for a rule-scored task (a
         value stored from judged scores must name its judge)."""
         if isinstance(task, JudgedTask) and self.judges is not None:
-            return self.judges.first.identity
+            return self.judges.identity
         return ""
 
     def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:

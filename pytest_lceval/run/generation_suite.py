@@ -10,7 +10,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
-from ..judge.panel import JudgedTask, cell_metric
+from ..foundation.criterion import VerdictPolicy
+from ..foundation.data import DataSource
+from ..foundation.grid import Cell
+from ..foundation.measurement import Measurement
 from ..models.reference_tokenizer import ReferenceLengthWarning, ReferenceTokenizer
 from ..models.scoring import ScoringModel
 from ..results.cells import SAMPLE_CHARS, clip_sample, failing_first
@@ -19,12 +22,9 @@ from ..results.sample_log import generated_case
 from ..results.score_metric import ScoreMetric
 from ..settings import Settings
 from ..tasks.base import CellDoesNotFit, GenerationTask
+from ..tasks.judged import JudgedTask, cell_metric
 from ..tasks.stops import config_stops_at_newline
-from ..verdicts.criteria import VerdictPolicy
-from .data import DataSource
 from .evaluation import Evaluator, NothingKept
-from .grid import Cell
-from .measurement import Measurement
 from .model_usage import ANSWERED, READ
 from .suite import CellRefused, CellSkipped, Suite
 

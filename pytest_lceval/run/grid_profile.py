@@ -43,11 +43,6 @@ REDUCED_CORE = {"lengths": "1k,2k", "depths": "50", "samples": 2}
 """Reduced recall/100-LongBench axes: two lengths (a trend), the middle depth, two cases per
 cell, so that every task runs and the main job of the embedded model ends within ten minutes on
 two CPU cores (measured: README)."""
-REDUCED_LONGSCORE_BASE = "1k"
-"""The reduced grid's base length, so its 2k cells get a LongScore."""
-REDUCED_HAYSTACK = {"tasks": "main16", "permutations": 1, "resamples": 2, "test_size": 5}
-"""Reduced Task Haystack on the real data: one task order, the fewest resamples a paired t-test
-takes, five test inputs per task."""
 
 
 def choose(requested: str, backend_kind: str, device: str, environ: Mapping[str, str],

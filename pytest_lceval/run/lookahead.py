@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..models.stored import Progress, StoredModel, gathered_by
+from ..foundation.grid import Cell
+from ..foundation.measurement import Measurement, record
+from ..foundation.measuring import measuring
+from ..foundation.workers import worker_label
+from ..models.stored import Progress, StoredModel
 from ..results.cells import CellResult
-from ..store.database import without_waiting
-from .grid import Cell
-from .measurement import Measurement, record
-from .progress import CellProgress, measuring
+from .progress import Board, CellProgress
 from .suite import CellStopped, Suite
-from .workers import worker_label
 
 if TYPE_CHECKING:
     from .evaluation import Evaluator
@@ -71,8 +71,10 @@ class _Job:
 class Gather:
     """Runs measurements one at a time and answers their asks together (see the module)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, board: Board | None = None) -> None:
         self.label = label
+        self.board = board
+        """Where the shared batches' progress lines go (the session's)."""
         self._jobs: dict[int, _Job] = {}
         """Each running job by its thread's ident."""
 
@@ -114,7 +116,7 @@ class Gather:
     def _work(self, job: _Job) -> None:
         job.go.wait()
         try:
-            with gathered_by(self), without_waiting():
+            with measuring(gatherer=self, waits=False):
                 job.measure()
         except BaseException as exc:  # reported to the main thread, which decides
             job.error = exc
@@ -131,7 +133,7 @@ class Gather:
         for group in groups.values():
             model = group[0].model
             requests = [request for ask in group for request in ask.requests]
-            progress = CellProgress(f"{self.label} ({len(group)} cells)")
+            progress = CellProgress(f"{self.label} ({len(group)} cells)", board=self.board)
             started = time.perf_counter()
             try:
                 answers, answered = model.answer_now(group[0].kind, requests, progress)
@@ -239,7 +241,8 @@ class Lookahead:
         evaluator = self.evaluator
         results = [_new_result(self.suites[cell.suite], nodeid, cell, evaluator)
                    for nodeid, cell in window]
-        gather = Gather(f"[{worker_label()}] {window[0][0]} and the next cells")
+        gather = Gather(f"[{worker_label()}] {window[0][0]} and the next cells",
+                        evaluator.board)
         problems = gather.run([
             _measuring(self.suites[cell.suite], cell, result, evaluator)
             for (_, cell), result in zip(window, results, strict=True)])
@@ -272,7 +275,7 @@ def _measuring(suite: Suite, cell: Cell, result: CellResult,
     stopped without a score (a refused judge's cases are logged too)."""
     def measure() -> None:
         try:
-            with measuring(f"[{worker_label()}] {result.nodeid}"):
+            with measuring(label=f"[{worker_label()}] {result.nodeid}"):
                 measurement = suite.measure(cell, evaluator)
         except CellStopped as stopped:
             _keep(result, stopped.measured, evaluator)

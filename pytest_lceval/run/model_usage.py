@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from ..foundation.workers import worker_label
 from ..models.stored import CallCounter
 from ..results.cells import CellResult
 from ..results.whole_file import OutOfSpace, write_whole
-from .workers import worker_label
 
 RUN_STARTED = pytest.StashKey[float]()
 """When the run began, by its controller's clock (workers get it from the controller): what

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..foundation.grid import Cell
 from ..results.whole_file import write_whole
-from .grid import Cell
 
 PRIOR_FILE = "throughput.json"
 """Remembered throughput per model, in the store's folder."""

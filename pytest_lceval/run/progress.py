@@ -5,7 +5,9 @@ and 2: a plain write, even to ``sys.__stderr__``, lands in the test's captured o
 shown only if the test fails. So every write here suspends capture around itself (the capture
 manager's ``global_and_fixture_disabled``, as pytest's live logging does).
 
-One board per process decides where progress goes:
+One board per session decides where progress goes; the run's progress plugin
+(report/run_progress.py) makes it and keeps it in the config's stash (``BOARD``), and the session's
+evaluator hands it to every cell's :class:`CellProgress`:
 
 - :class:`TerminalBoard` (single process, or the xdist controller) writes through pytest's
   terminal reporter. On a terminal it keeps one status line just below pytest's current line
@@ -13,7 +15,8 @@ One board per process decides where progress goes:
   the ``.``/``F`` and ``-v`` output stay intact. Elsewhere (CI logs) it prints full lines.
 - :class:`WorkerBoard` (xdist worker) prints a slow cell's full lines to the real stderr when
   it is a log, and nothing on a terminal, where the controller's line owns the screen.
-- :class:`StreamBoard` (outside a pytest session) writes to a stream.
+- :class:`StreamBoard` (outside a pytest session, or a session without a terminal) writes to
+  a stream.
 
 :class:`CellProgress` is the per-cell reporter the model calls after each batch; it throttles
 and hands lines to the process's board.
@@ -25,10 +28,13 @@ import contextlib
 import math
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol, TextIO
+
+import pytest
+
+from ..foundation.measuring import current
 
 Bypass = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -189,18 +195,8 @@ def short_label(label: str) -> str:
     return name
 
 
-_board: Board | None = None
-
-
-def use_board(board: Board | None) -> Board | None:
-    """Send this process's cell progress to ``board``; returns the board it replaces.
-
-    Module state because progress is created deep inside tasks and backends that never see
-    pytest's config; run_progress sets it for the session and restores it at the end.
-    """
-    global _board
-    previous, _board = _board, board
-    return previous
+BOARD = pytest.StashKey[Board]()
+"""The session's board (report/run_progress.py sets it at configure); the evaluator reads it."""
 
 
 WAITING_SECONDS = 1.0
@@ -223,27 +219,6 @@ def log_seconds() -> float:
     return seconds
 
 
-_measuring = threading.local()
-
-
-@contextlib.contextmanager
-def measuring(label: str) -> Iterator[None]:
-    """Progress made in this thread names ``label`` (the cell's test, '[gw0] suites/...::...')
-    until the block ends: the core says which cell a suite measures, so suites and tasks need
-    not pass it down (lookahead measures each cell of a window in a thread of its own)."""
-    previous = getattr(_measuring, "label", None)
-    _measuring.label = label
-    try:
-        yield
-    finally:
-        _measuring.label = previous
-
-
-def measuring_label() -> str:
-    """The label of the cell this thread measures ("cell" outside one)."""
-    return getattr(_measuring, "label", None) or "cell"
-
-
 class CellProgress:
     """The running cell's progress, called by the model after each batch.
 
@@ -251,13 +226,16 @@ class CellProgress:
     line is refreshed at most every half second. A log gets a line only for a cell still running
     after ``log_every`` seconds, then at most one every ``log_every`` seconds, and none at its
     end: the whole-run line reports finished cells, and a line per cell would bury it.
+    Lines go to ``board``, the session's (``Evaluator.progress`` hands it over), else to
+    ``stream`` or stderr.
     """
 
     def __init__(self, label: str | None = None, stream: TextIO | None = None,
-                 after: float = 3.0, log_every: float | None = None) -> None:
-        self.label = measuring_label() if label is None else label
+                 after: float = 3.0, log_every: float | None = None,
+                 board: Board | None = None) -> None:
+        self.label = current().label if label is None else label  # the cell this thread measures
         self.board: Board = StreamBoard(stream) if stream is not None else (
-            _board or StreamBoard(sys.__stderr__ or sys.stderr))
+            board or StreamBoard(sys.__stderr__ or sys.stderr))
         self.after = after
         self.log_every = log_seconds() if log_every is None else log_every
         self.started = time.perf_counter()

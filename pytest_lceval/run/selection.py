@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from ..foundation.grid import Cell
 from ..settings import Settings
 from .generation_suite import NEEDS_JUDGE
-from .grid import Cell
 from .suite import Suite, suites_of
 
 NO_CELLS_MARK = "lceval_no_cells"

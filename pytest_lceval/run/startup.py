@@ -26,16 +26,15 @@ from typing import Any
 
 import pytest
 
+from ..foundation.data import DataError
 from ..models.options import RequestFailed
 from ..models.reference_tokenizer import ReferenceTokenizerError, check_reference
 from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable, check_model
-from ..models.serving_plugin import serving_options
 from ..results.cells import RUN_DIR
 from ..results.sample_log import SAMPLES_DIR
 from ..results.whole_file import OutOfSpace
-from ..settings import SETTINGS, lookup
+from ..settings import SETTINGS, lookup, serving_options
 from ..store.database import StoreFull
-from .data import DataError
 from .data_check import check_data_dir
 from .model_usage import RUN_STARTED
 from .progress import log_seconds

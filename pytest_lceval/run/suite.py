@@ -3,7 +3,7 @@ session summary, registered through ``pytest_lceval_suites`` (as pytest-xdist le
 supply a scheduler). A test module names it with ``pytest.mark.lceval(suite=...)``.
 
 Adding a suite is one module: subclass :class:`Suite` (its ``measure`` returns a
-:class:`~pytest_lceval.run.measurement.Measurement`), or instantiate
+:class:`~pytest_lceval.foundation.measurement.Measurement`), or instantiate
 :class:`~pytest_lceval.run.generation_suite.GenerationSuite` for generation tasks; return it from a
 ``pytest_lceval_suites`` hook in a plugin or conftest, and write a test module with the marker.
 ``docs/examples/row_lookup/`` is a complete one.
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..foundation.criterion import VerdictPolicy
+from ..foundation.grid import Cell
+from ..foundation.measurement import Measurement
 from ..results.cells import CellResult
 from ..results.score_metric import ScoreMetric
 from ..settings import Settings
-from ..verdicts.criteria import VerdictPolicy
-from .grid import Cell
-from .measurement import Measurement
 from .named import by_name
 
 if TYPE_CHECKING:

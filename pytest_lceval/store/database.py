@@ -26,6 +26,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from filelock import FileLock
 
+from ..foundation.measuring import current
+
 T = TypeVar("T")
 P = ParamSpec("P")
 
@@ -90,21 +92,6 @@ def _owner_alive(owner: str) -> bool:
     except PermissionError:  # another user's live process
         return True
     return True
-
-
-_waits = threading.local()
-
-
-@contextmanager
-def without_waiting() -> Iterator[None]:
-    """In this thread, ``compute_once`` raises ``filelock.Timeout`` instead of waiting for a
-    value another holder of its lock is computing: a thread that runs while others are paused
-    (lookahead's) must never block on one of them."""
-    _waits.refuse = True
-    try:
-        yield
-    finally:
-        _waits.refuse = False
 
 
 class StoreCorruptionWarning(UserWarning):
@@ -343,7 +330,7 @@ class Store:
         stored = self.get_shared(key)
         if stored is not None:
             return decode(stored)
-        if getattr(_waits, "refuse", False):
+        if not current().waits:  # a lookahead thread, which must never block (Measuring.waits)
             timeout = 0
         with FileLock(str(lock_path(self.path, hashlib.sha256(key.encode()).hexdigest()[:24])),
                       timeout=timeout):

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..foundation.data import DataSource
+from ..foundation.grid import Cell
 from ..models.base import Renderer, Tokenizer
 from ..results.records import Case
 from ..results.score_metric import ScoreMetric
-from ..run.data import DataSource
-from ..run.grid import Cell
 
 
 class CellDoesNotFit(Exception):

@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..foundation.criterion import Assessment, Evidence, Need
 from ..results.cells import CellResult, Judgement
-from ..run.evaluation import Need
 from ..settings import Settings
-from .criteria import Assessment, Evidence
 
 
 class ThresholdCriterion:

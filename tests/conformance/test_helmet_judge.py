@@ -17,14 +17,14 @@ the row "Reading a reply"."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from pytest_lceval.judge.helmet_prompts import HELMET, read_helmet_prompts
+from pytest_lceval.judge.helmet_prompts import read_helmet_prompts
 from pytest_lceval.judge.replies import Unparsed, parse_scores
 from pytest_lceval.judge.rubrics import RUBRICS
 from pytest_lceval.results.records import Case
@@ -52,11 +52,9 @@ def scripts(reference: Callable[..., ModuleType]) -> tuple[ModuleType, ModuleTyp
 
 
 @pytest.fixture
-def helmets_words(scripts: tuple[ModuleType, ModuleType],
-                  monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    checkout = Path(str(scripts[0].__file__)).parents[1]
-    monkeypatch.setattr(HELMET, "texts", read_helmet_prompts(checkout))
-    yield
+def helmets_words(scripts: tuple[ModuleType, ModuleType]) -> dict[str, str]:
+    """HELMET's own prompts, as --lceval-helmet-judge-prompts reads them from the checkout."""
+    return read_helmet_prompts(Path(str(scripts[0].__file__)).parents[1])
 
 
 def case(gold: tuple[str, ...], prefix: str) -> Case:
@@ -64,16 +62,15 @@ def case(gold: tuple[str, ...], prefix: str) -> Case:
                 meta={"output_prefix": prefix, "question": "Where do they sail?"})
 
 
-@pytest.mark.usefixtures("helmets_words")
 @pytest.mark.parametrize("template", [True, False])
 def test_qa_judge_prompt_is_helmets(scripts: tuple[ModuleType, ModuleType], conformance: Any,
-                                    template: bool) -> None:
+                                    template: bool, helmets_words: dict[str, str]) -> None:
     longqa, _ = scripts
     prefix = "" if template else "Answer:"
     differing = []
     for output in OUTPUTS:
         one = case(ANSWERS, prefix)
-        [ask] = RUBRICS["helmet_qa"].asks(output, one, [])
+        [ask] = RUBRICS["helmet_qa"].worded(helmets_words).asks(output, one, [])
         theirs = longqa.judge_prompt.format(question=one.meta["question"],
                                             correct_answers=list(ANSWERS),
                                             parsed_output=longqa.parse_output(prefix + output))
@@ -84,13 +81,12 @@ def test_qa_judge_prompt_is_helmets(scripts: tuple[ModuleType, ModuleType], conf
                        option="--lceval-helmet-judge-prompts")
 
 
-@pytest.mark.usefixtures("helmets_words")
 @pytest.mark.parametrize("template", [True, False])
 @pytest.mark.parametrize("rubric", ["helmet_summary_legal", "helmet_summary_book",
                                     "helmet_summary_document"])
 def test_summary_judge_prompts_are_helmets(scripts: tuple[ModuleType, ModuleType],
-                                           conformance: Any, rubric: str,
-                                           template: bool) -> None:
+                                           conformance: Any, rubric: str, template: bool,
+                                           helmets_words: dict[str, str]) -> None:
     """eval_gpt4_summ.py's three prompts per output (fluency, recall, precision): the legal
     ones for Multi-LexSum (expert summary: ``summary/long``, the project's first gold), the
     ``_book`` ones for ∞Bench Sum (expert summary: ``answer[0]``)."""
@@ -100,7 +96,8 @@ def test_summary_judge_prompts_are_helmets(scripts: tuple[ModuleType, ModuleType
     expert = "The long expert summary of the case."
     differing = []
     for output in OUTPUTS:
-        asks = RUBRICS[rubric].asks(output, case((expert, "short"), prefix), KEYPOINTS)
+        asks = RUBRICS[rubric].worded(helmets_words).asks(output, case((expert, "short"), prefix),
+                                                          KEYPOINTS)
         text = (prefix + output).strip()
         listed = "\n".join(f"{i + 1}. {kp}" for i, kp in enumerate(KEYPOINTS))
         theirs = [getattr(summ, f"fluency_prompt{book}").format(text=text),

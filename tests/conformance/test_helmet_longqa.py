@@ -24,10 +24,10 @@ from shared_data import SHARED_DATA
 from pytest_lceval.benchmarks.helmet.longqa import LongQATask
 from pytest_lceval.benchmarks.helmet.longqa_data import LETTERS, Collection, Question
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 
 from .helmet_hub import between, helmet_length, hub, rendered

@@ -20,13 +20,13 @@ from shared_data import SHARED_DATA
 
 from pytest_lceval.benchmarks.helmet.rerank import parse_ranking
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.chat_choice import renderer_for
 from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.models.openai_api import OpenAIBackend
 from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.metrics import helmet_parse_output, normalize_answer, substring_exact_match
 from pytest_lceval.tasks.stops import STOP_CHOICES, with_stops

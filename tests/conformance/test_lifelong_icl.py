@@ -51,10 +51,10 @@ from pytest_lceval.benchmarks.task_haystack.prompts import (
 from pytest_lceval.benchmarks.task_haystack.ranking import score
 from pytest_lceval.benchmarks.task_haystack.runner import HaystackMeasure
 from pytest_lceval.benchmarks.task_haystack.verdict import paired_verdict
+from pytest_lceval.foundation.data import DataSource
 from pytest_lceval.models import topk_rank
 from pytest_lceval.models.hf_text import suffix_ids
 from pytest_lceval.results.records import Ranking
-from pytest_lceval.run.data import DataSource
 
 CATEGORY = "Lifelong-ICL"
 LLICL = SHARED_DATA / "llicl"

@@ -31,10 +31,10 @@ import pytest
 from shared_data import SHARED_DATA
 
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.models.chat_choice import renderer_for
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 
 CATEGORY = "100-LongBench"

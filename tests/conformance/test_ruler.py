@@ -33,9 +33,9 @@ from pytest_lceval.benchmarks.ruler import tasks as recall
 from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
 from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell
 from pytest_lceval.tasks.base import BuildContext
 from pytest_lceval.tasks.metrics import string_match_all, string_match_part
 

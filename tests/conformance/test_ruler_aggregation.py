@@ -36,9 +36,9 @@ from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
 from pytest_lceval.benchmarks.ruler.common_words import wonderwords
 from pytest_lceval.benchmarks.ruler.variable_tracking import Example
 from pytest_lceval.builtin_suites import builtin_tasks
+from pytest_lceval.foundation.data import DataSource
+from pytest_lceval.foundation.grid import Cell, case_seed
 from pytest_lceval.results.records import Case
-from pytest_lceval.run.data import DataSource
-from pytest_lceval.run.grid import Cell, case_seed
 from pytest_lceval.tasks.base import BuildContext
 
 SEED = 42

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
+from ...foundation.data import DataSource
+from ...foundation.grid import Cell, case_seed
 from ...models.scoring import ScoringModel
 from ...results.records import Case, Prompt
 from ...results.score_metric import RECALL_AT_5, STR_EM, ScoreMetric
-from ...run.data import DataSource
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored
 from ...tasks.packing import depth_of

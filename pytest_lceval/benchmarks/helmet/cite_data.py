@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
-from ...run.data import DataError, DataSource
+from ...foundation.data import DataError, DataSource
 from ...tasks.metrics import normalize_answer
 from .cite_metrics import Document
 from .nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ...foundation.data import DataSource
+from ...foundation.grid import Cell
 from ...results.records import Case
 from ...results.score_metric import LABEL_ACCURACY, ScoreMetric
-from ...run.data import DataSource
-from ...run.grid import Cell
 from ...tasks.base import BuildContext, GenerationTask
 from ...tasks.fitting import Fitted, Frame, fit
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ...run.data import DataError, DataSource
+from ...foundation.data import DataError, DataSource
 from . import icl_hub_classes as hub
 
 

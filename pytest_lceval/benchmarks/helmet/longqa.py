@@ -62,14 +62,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ...judge.rubrics import RUBRICS, Rubric
+from ...foundation.data import DataError, DataSource
+from ...foundation.grid import Cell, case_seed
+from ...judge.rubrics import RUBRICS
 from ...models.base import Tokenizer
 from ...results.records import Case
 from ...results.score_metric import CHOICE_ACCURACY, ROUGE_L_F1, ScoreMetric
-from ...run.data import DataError, DataSource
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.fitting import Fitted, Frame, fit, window
+from ...tasks.judged import Rubric
 from ...tasks.metrics import (
     OUTPUT_PREFIX,
     helmet_parse_output,

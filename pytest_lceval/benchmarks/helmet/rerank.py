@@ -47,11 +47,11 @@ from typing import Any, ClassVar
 
 import pytrec_eval
 
+from ...foundation.data import DataError, DataSource
+from ...foundation.grid import Cell, case_seed
 from ...models.scoring import ScoringModel
 from ...results.records import Case, Prompt
 from ...results.score_metric import NDCG_AT_10, ScoreMetric
-from ...run.data import DataError, DataSource
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.fitting import Frame, fit, window
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored

@@ -33,8 +33,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
-from ...run.data import DataError, DataSource, read_data_text, read_jsonl
-from ...run.grid import case_seed
+from ...foundation.data import DataError, DataSource, read_data_text, read_jsonl
+from ...foundation.grid import case_seed
 from .pipeline import first_distinct, key_seed, sample_keys, shuffled
 
 HELMET_FOLDER = "msmarco"

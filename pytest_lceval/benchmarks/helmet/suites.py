@@ -7,7 +7,11 @@ import pytest
 
 from ...run.generation_suite import GenerationSuite
 from . import cite, icl, longqa, rag, rerank, summ
-from .summ_plugin import summ_wording
+
+
+def summ_wording(config: pytest.Config) -> str:
+    """``--lceval-summ-prompts``: the wording the session's summarisation tasks ask in."""
+    return str(config.getoption("lceval_summ_prompts") or summ.WORDINGS[0])
 
 
 def helmet_suites(config: pytest.Config | None = None) -> list[GenerationSuite]:

@@ -60,14 +60,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ...judge.rubrics import RUBRICS, Rubric
+from ...foundation.data import DataSource
+from ...foundation.grid import Cell, case_seed
+from ...judge.rubrics import RUBRICS
 from ...models.base import Renderer
 from ...results.records import Case
 from ...results.score_metric import ROUGE_LSUM_F1, ScoreMetric
-from ...run.data import DataSource
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext, GenerationTask
 from ...tasks.fitting import Fitted, Frame, fit
+from ...tasks.judged import Rubric
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, rouge_f1
 from .longqa import OMITTED, Context, Truncation
 from .summ_data import (

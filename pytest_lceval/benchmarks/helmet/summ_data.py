@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ...run.data import DataError, DataSource, read_jsonl
+from ...foundation.data import DataError, DataSource, read_jsonl
 from .longqa_data import read_leval_qa
 
 

@@ -19,8 +19,3 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     choices=WORDINGS,
                     help="summarisation prompts: helmet (HELMET's words, default) or adapted "
                          "(words and lengths fitted to each substitute data set)")
-
-
-def summ_wording(config: pytest.Config) -> str:
-    """``--lceval-summ-prompts``: the wording the session's summarisation tasks ask in."""
-    return str(config.getoption("lceval_summ_prompts") or WORDINGS[0])

@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ...run.data import DataSource, read_jsonl
+from ...foundation.data import DataSource, read_jsonl
 
 POOL_FIXTURES = "longbench"
 """Sub-folder of the fixtures with the offline pool."""

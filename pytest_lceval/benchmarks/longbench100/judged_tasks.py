@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import ClassVar
 
-from ...judge.rubrics import RUBRICS, Rubric
+from ...foundation.data import DataSource, read_jsonl
+from ...judge.rubrics import RUBRICS
 from ...results.records import Case, Prompt
 from ...results.score_metric import QA_F1, ROUGE_L_F1, ScoreMetric
-from ...run.data import DataSource, read_jsonl
+from ...tasks.judged import Rubric
 from ...tasks.packing import Passage
 from .articles import Article, ArticlePool, load_pool
 from .tasks import AboutArticles, Draw, Question, Scorer, SingleDocQA, pinned_numbers

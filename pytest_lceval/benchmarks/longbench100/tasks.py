@@ -33,10 +33,10 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ...foundation.data import DataSource
+from ...foundation.grid import Cell, case_seed
 from ...results.records import Case, Prompt
 from ...results.score_metric import NUMBER_ACCURACY, ScoreMetric
-from ...run.data import DataSource
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext, CellDoesNotFit
 from ...tasks.packing import Fitted, Packer, Passage, depth_of
 from .articles import ArticlePool, load_pool

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ...foundation.grid import Cell, case_seed
 from ...models.base import Renderer
 from ...results.records import Case
 from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext
 from ...tasks.fitting import Fitted
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored, string_match_all

@@ -35,9 +35,9 @@ from typing import TypeVar
 import numpy as np
 from scipy.special import zeta
 
+from ...foundation.grid import Cell, case_seed
 from ...models.base import Tokenizer
 from ...results.records import Case
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext, CellDoesNotFit
 from ...tasks.fitting import Frame, fit
 from .common import (

@@ -58,17 +58,18 @@ def piece(tokenizer: Tokenizer, text: str, tag: str | None = None) -> Piece:
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
-_PINNED: dict[int, tuple[Any, dict[Hashable, Any]]] = {}
-"""For tokenizers that cannot be weakly referenced: kept alive so their id is never reused."""
+"""Each tokenizer's memo of counts, dropped with the tokenizer: a memo, not state (what it holds
+follows from the tokenizer and the text alone), and nothing in it outlives its tokenizer."""
 
 
 def tokenizer_cache(tokenizer: Tokenizer) -> dict[Hashable, Any]:
     """A dict that lives as long as ``tokenizer``: token counts are only valid for their
-    tokenizer, and a process may hold several (tests, two models)."""
+    tokenizer, and a process may hold several (tests, two models). A tokenizer that cannot be
+    weakly referenced gets a new, empty one each time (its counts are counted again)."""
     try:
         return _CACHES.setdefault(tokenizer, {})
     except TypeError:
-        return _PINNED.setdefault(id(tokenizer), (tokenizer, {}))[1]
+        return {}
 
 
 def unit_counts(tokenizer: Tokenizer, units: tuple[str, ...]) -> tuple[int, ...]:

@@ -30,10 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ...foundation.grid import Cell
 from ...models.base import Tokenizer
 from ...results.records import Case
 from ...results.score_metric import SUBEM, ScoreMetric
-from ...run.grid import Cell
 from ...tasks.base import BuildContext
 from ...tasks.fitting import Frame, fit
 from ...tasks.metrics import helmet_parse_output, helmet_scored, substring_exact_match

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ...foundation.grid import Cell
 from ...results.records import Case
 from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
-from ...run.grid import Cell
 from ...tasks.base import BuildContext
 from ...tasks.fitting import Frame, fit
 from ...tasks.metrics import helmet_scored, string_match_all

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .common import HELMET_RULER, RULER_CODES
+from .common import RULER_CODES
 from .tasks import PLACEMENTS
 
 
@@ -19,13 +19,3 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the NVIDIA/RULER commit whose generators vt, cwe and fwe follow: "
                          "f682453 (July 2024, which generated HELMET's recall files; default) "
                          "or c3f5e3b (RULER's generators as rewritten in 2025)")
-
-
-def placement(config: pytest.Config) -> str:
-    """``--lceval-niah-placement``: where the NIAH tasks put the queried needle."""
-    return str(config.getoption("lceval_niah_placement") or PLACEMENTS[0])
-
-
-def ruler_code(config: pytest.Config) -> str:
-    """``--lceval-ruler``: the RULER commit the generators follow."""
-    return str(config.getoption("lceval_ruler") or HELMET_RULER)

@@ -7,14 +7,23 @@ import pytest
 from ...run.generation_suite import GenerationSuite
 from . import tasks
 from .common import HELMET_RULER
-from .ruler_plugin import PLACEMENTS, placement, ruler_code
+
+
+def placement(config: pytest.Config) -> str:
+    """``--lceval-niah-placement``: where the NIAH tasks put the queried needle."""
+    return str(config.getoption("lceval_niah_placement") or tasks.PLACEMENTS[0])
+
+
+def ruler_code(config: pytest.Config) -> str:
+    """``--lceval-ruler``: the RULER commit the generators follow."""
+    return str(config.getoption("lceval_ruler") or HELMET_RULER)
 
 
 def recall_suite(config: pytest.Config | None = None) -> GenerationSuite:
     """A new suite object, its tasks as ``--lceval-niah-placement`` and ``--lceval-ruler`` say
     (ruler_plugin.py; their defaults without ``config``)."""
     niah_placement, ruler = ((placement(config), ruler_code(config)) if config is not None
-                             else (PLACEMENTS[0], HELMET_RULER))
+                             else (tasks.PLACEMENTS[0], HELMET_RULER))
     return GenerationSuite("recall", tasks.tasks(niah_placement, ruler),
                            "synthetic recall cells (HELMET's recall category, RULER generators), "
                            "task x length x depth")

@@ -43,9 +43,9 @@ import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from ...foundation.grid import Cell, case_seed
 from ...models.base import Tokenizer
 from ...results.records import Case
-from ...run.grid import Cell, case_seed
 from ...tasks.base import BuildContext
 from ...tasks.fitting import Frame, fit
 from .common import (

@@ -14,8 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ...run.data import FIXTURES
-from ...run.grid_profile import REDUCED_HAYSTACK
+from ...foundation.data import FIXTURES
 from ...settings import Settings, convert, lookup
 from .data import MAX_RESAMPLES, available_tasks, resolve_task_names
 from .prompts import SETTINGS
@@ -26,6 +25,9 @@ OFFLINE_PACK = FIXTURES / "llicl_offline"
 DEFAULTS = {"tasks": "main16", "permutations": 5, "resamples": 5, "test_size": 100}
 OFFLINE_DEFAULTS = {"tasks": "all", "permutations": 1, "resamples": 3, "test_size": 4}
 """Used only on the offline pack and only for options the user did not set."""
+REDUCED_HAYSTACK = {"tasks": "main16", "permutations": 1, "resamples": 2, "test_size": 5}
+"""The reduced grid (``run.grid_profile``) on the real data: one task order, the fewest
+resamples a paired t-test takes, five test inputs per task."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ...run.data import DataError, read_jsonl
+from ...foundation.data import DataError, read_jsonl
 
 CONFIG_FILE = "config.json"
 TEST_FILE = "test.jsonl"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...run.grid import case_seed
+from ...foundation.grid import case_seed
 from .config import OFFLINE_PACK
 from .data import CONFIG_FILE, MAX_RESAMPLES, TEST_FILE, train_file
 

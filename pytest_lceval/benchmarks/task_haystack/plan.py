@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...run.grid import Cell
+from ...foundation.grid import Cell
 from ...settings import Settings
 from .config import HaystackSettings, LengthSetting
 from .data import LliclTask, load_task

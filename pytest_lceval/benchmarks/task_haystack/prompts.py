@@ -21,8 +21,8 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ...foundation.grid import case_seed
 from ...results.records import RankRequest
-from ...run.grid import case_seed
 from .data import LliclTask
 
 Tokenize = Callable[[str], list[int]]

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ...foundation.measurement import Measurement
 from ...models.base import Tokenizer
 from ...models.hf_text import suffix_ids
 from ...models.stored import StoredModel
@@ -21,7 +22,6 @@ from ...models.topk_rank import NO_PREDICTION
 from ...results.cells import clip_sample, failing_first
 from ...results.records import RankRequest
 from ...run.evaluation import Evaluator
-from ...run.measurement import Measurement
 from ...run.progress import CellProgress
 from ...run.suite import CellRefused, CellSkipped
 from ...store.database import Store
@@ -170,7 +170,7 @@ class HaystackMeasure:
         """Both conditions on every resample. The store's claims keep two processes from
         ranking one stream's queries twice: the second waits for the first's answers."""
         measured = _Conditions({}, {}, {})
-        progress = CellProgress()
+        progress = self.evaluator.progress()
         try:
             for resample in plan.resamples:
                 self._measure_resample(plan, resample, contexts[resample], measured, progress)

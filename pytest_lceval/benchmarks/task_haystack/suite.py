@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ...foundation.criterion import Assessment, Evidence, Need, VerdictPolicy
+from ...foundation.data import DataError
+from ...foundation.grid import Cell
+from ...foundation.measurement import Measurement
 from ...models.stored import StoredModel
 from ...results.cells import CellResult, Judgement
 from ...results.score_metric import ScoreMetric
-from ...run.data import DataError
-from ...run.evaluation import Evaluator, Need
-from ...run.grid import Cell
-from ...run.measurement import Measurement
+from ...run.evaluation import Evaluator
 from ...run.suite import Suite
 from ...settings import Settings
-from ...verdicts.criteria import Assessment, Evidence, VerdictPolicy
 from .config import HaystackSettings
 from .data import available_tasks, load_task
 from .metrics import HaystackMetrics

@@ -13,8 +13,9 @@ evidence of where a model lost. What fails the run is the same rule on the cases
 compared cell of a suite and of each task, pooled (``pooled.py``), with the family-wise error at
 alpha.
 
-The saved-run file and case pairing live in ``saved.py``; the options, the judge and the session
-hook in ``baseline_plugin.py``; the suite and task gates over every compared cell's pooled cases
+The saved-run file and case pairing live in ``saved.py``; the criterion that compares each cell
+in ``criterion.py``; the options, the coverage gate and the session hook in
+``baseline_plugin.py``; the suite and task gates over every compared cell's pooled cases
 in ``pooled.py`` and what a run's plan can detect in ``power.py``, both wired by
 ``pooled_plugin.py`` (the pytest plugins that plugin.py lists).
 """

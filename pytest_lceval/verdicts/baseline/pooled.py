@@ -24,7 +24,7 @@ from typing import Any
 from ...results.cells import CellResult, Judgement
 from ...settings import Settings
 from ..stats import ALPHA, PairedComparison, holm, paired_comparison
-from .baseline_plugin import _status
+from .criterion import cell_status
 from .saved import SavedRun, pair_scores
 
 SUITE_GATE = "baseline_suite"
@@ -54,7 +54,7 @@ def task_pairs(saved: SavedRun, results: list[CellResult], settings: Settings
     """Each task's paired cases over the cells the baseline criterion compared (by task)."""
     by_task: dict[str, Pairs] = defaultdict(lambda: Pairs([], []))
     for result in results:
-        if _status(result) not in COMPARED:
+        if cell_status(result) not in COMPARED:
             continue
         base, current = pair_scores(saved, saved.cells[result.nodeid], result, settings)
         by_task[result.task].add(base, current)

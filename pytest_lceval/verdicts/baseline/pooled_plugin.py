@@ -9,7 +9,7 @@ import pytest
 from ...results.cells import CellResult, Judgement
 from ...run.plan import PlannedCell
 from ...settings import SETTINGS
-from .baseline_plugin import OPTIONS
+from .criterion import OPTIONS
 from .pooled import pooled_gates
 from .power import power_lines, suite_power
 

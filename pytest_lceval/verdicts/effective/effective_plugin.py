@@ -1,37 +1,17 @@
-"""pytest wiring of the effective context length: options, the report rows, the gate."""
+"""pytest wiring of the effective context length: its options and its gate (the rows the reports
+show are ``rows.py``)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import pytest
 
 from ...results.cells import CellResult, Judgement
 from ...settings import bounded, option_value
-from ..baseline.saved import SavedRun
-from .length import (
-    RULER_THRESHOLD,
-    SUITE_ROW,
-    Curve,
-    EffectiveRow,
-    Scored,
-    changes,
-    curves,
-    report_rows,
-)
+from .length import RULER_THRESHOLD, SUITE_ROW, changes, curves
+from .rows import OPTIONS, EffectiveOptions, baseline_curves, baseline_of, scored
 
 GATE = "effective_length"
 GATE_CHOICES = ("off", "suite", "task")
-
-
-@dataclass(frozen=True)
-class EffectiveOptions:
-    threshold: float
-    gate: str
-    """'off', 'suite' (fail a suite whose effective length fell) or 'task' (also any task's)."""
-
-
-OPTIONS = pytest.StashKey[EffectiveOptions]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,56 +52,24 @@ def pytest_lceval_configure(config: pytest.Config) -> None:
     config.stash[OPTIONS] = options
 
 
-def _scored(results: list[CellResult]) -> list[Scored]:
-    return [Scored(r.suite, r.task, r.length, tuple(r.scores)) for r in results
-            if r.outcome != "skipped"]
-
-
-def _baseline(config: pytest.Config) -> SavedRun | None:
-    from ..baseline.baseline_plugin import (
-        OPTIONS as BASELINE,  # a feature plugin, configured beside
-    )
-
-    options = config.stash.get(BASELINE, None)
-    return None if options is None else options.compare
-
-
-def _baseline_curves(saved: SavedRun, threshold: float) -> list[Curve]:
-    return curves([Scored(c.suite, c.task, c.length, c.scores) for c in saved.cells.values()
-                   if c.outcome != "skipped"], threshold)
-
-
-def effective_rows(config: pytest.Config, results: list[CellResult]) -> list[EffectiveRow]:
-    """The run's effective lengths, per suite then its tasks, with the baseline's when the run
-    compares with one; [] before the plugin is configured."""
-    options = config.stash.get(OPTIONS, None)
-    if options is None:
-        return []
-    now = curves(_scored(results), options.threshold)
-    saved = _baseline(config)
-    moved = changes(now, _baseline_curves(saved, options.threshold)) if saved else {}
-    window = max((r.context_window for r in results), default=0)
-    return report_rows(now, window, moved, saved.name if saved else "")
-
-
 @pytest.hookimpl
 def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
                                 results: list[CellResult]) -> list[Judgement] | None:
     """--lceval-effective-gate: the suite fails when its effective length (or, for 'task', any
     of its tasks') fell below the baseline's on the lengths both runs measured."""
     options = config.stash.get(OPTIONS, None)
-    saved = _baseline(config)
+    saved = baseline_of(config)
     if options is None or options.gate == "off" or saved is None:
         return None
     tasks = " and of each task" if options.gate == "task" else ""
     rule = (f"the effective context length of the suite{tasks} does not fall below "
             f"baseline {saved.name!r}'s (--lceval-effective-gate {options.gate})")
-    now = curves(_scored(results), options.threshold)
+    now = curves(scored(results), options.threshold)
     if not now:  # no cell of the suite in this run, or none with a token length (Task Haystack)
         return [Judgement(GATE, True, (
             f"{suite}: not applied: no judged cell of the suite has a token length"),
             {"effective_status": "not-applied"}, rule=rule, applied=False)] if results else None
-    moved = changes(now, _baseline_curves(saved, options.threshold))
+    moved = changes(now, baseline_curves(saved, options.threshold))
     watched = [c for c in now if c.task == SUITE_ROW or options.gate == "task"]
     compared = [moved[(c.suite, c.task)] for c in watched if (c.suite, c.task) in moved]
     if not compared:

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ...run.grid import format_length
+from ...foundation.grid import format_length
 
 RULER_THRESHOLD = 0.856
 """Llama-2-7B's RULER average at 4k (85.6 %), RULER's threshold."""

@@ -35,13 +35,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ....foundation.grid import Cell, format_depth, format_length, parse_length
+from ....foundation.workers import worker_label
 from ....results.records import Case, stable_hash
 from ....run.evaluation import Evaluator, NothingKept
-from ....run.grid import Cell, format_depth, format_length, parse_length
-from ....run.workers import worker_label
 from ....tasks.base import BuildContext, CellDoesNotFit, GenerationTask
-from ....verdicts.stats import stratified_mean
 from .config import POOLED, RELEASED, LongScoreSettings
+from .formula import stratified_mean
 
 BASE_VERSION = 4
 """Part of the store key: bump when the way the base is computed changes."""

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
-from ....run.grid import format_length, parse_length
-from ....run.grid_profile import REDUCED_LONGSCORE_BASE
+from ....foundation.grid import format_length, parse_length
 from ....settings import option_value
 
 DEFAULT_BASE_LENGTHS = "2k,4k,6k"
 DEFAULT_FLOOR = 0.05
+REDUCED_LONGSCORE_BASE = "1k"
+"""The reduced grid's base length (``run.grid_profile.REDUCED_CORE`` runs 1k and 2k), so its
+2k cells get a LongScore."""
 RELEASED, PAPER = "released", "paper"
 BASES = (RELEASED, PAPER)
 """--longscore-base: what a task's base ability is measured on. ``released``, as

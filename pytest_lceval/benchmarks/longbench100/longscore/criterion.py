@@ -14,14 +14,14 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ....foundation.criterion import Assessment, Evidence
+from ....foundation.grid import case_seed, format_length
 from ....results.cells import CellResult, Judgement
 from ....results.score_metric import ScoreMetric
-from ....run.grid import case_seed, format_length
 from ....tasks.base import GenerationTask
-from ....verdicts.criteria import Assessment, Evidence
-from ....verdicts.stats import longscore, longscore_ci
 from .base import BaseAbilities, BaseAbility, BaseAbilityNeed, MeasuredBase, base_strata
 from .config import LongScoreSettings
+from .formula import longscore, longscore_ci
 
 CRITERION = "longscore"
 LONGSCORE = ScoreMetric("longscore", "(score at the length - base ability) / base ability, as a "

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ....foundation.grid import format_length
 from ....report.finding import Finding, percent
 from ....report.section import SummarySection
 from ....results.cells import CellResult, Judgement
-from ....run.grid import format_length
 from ....run.suite import suites_of
 from ....settings import SETTINGS, Settings
 from .config import LongScoreSettings, add_options, resolve

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from ....foundation.grid import format_depth, format_length
 from ....report.finding import cell_label
 from ....report.section import SummarySection, listed
 from ....results.cells import CellResult
-from ....run.grid import format_depth, format_length
-from ....verdicts.stats import longscore
 from .config import RELEASED
 from .criterion import CRITERION
+from .formula import longscore
 
 PREFIX = "longscore"
 

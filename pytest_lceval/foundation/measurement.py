@@ -1,4 +1,5 @@
-"""What a suite measured for one cell, and the one place a cell's result is made from it.
+"""What a suite measured for one cell, and the one place a cell's result is made from it; the
+scores of a cell's outputs (``Scored``) and a mean's interval (``mean_ci``), which it derives.
 
 A suite's ``measure`` returns a :class:`Measurement` (or raises ``CellSkipped``/``CellRefused``
 with what it measured before it stopped); ``record`` writes it into the result the core made for
@@ -9,12 +10,26 @@ mean and its interval, the token summary. So a suite never touches the 29 fields
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 from ..results.cells import CellResult
-from ..verdicts.stats import mean_ci
+
+
+@dataclass
+class Scored:
+    """A cell's outputs scored, by the task's metric or by the judge (the run's
+    ``Evaluator.score``), and the numbers that say how they were judged."""
+
+    scores: list[float | None]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    judge: str = ""
+    """The judge's identity ("" for rule-scored tasks)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,26 @@ class Measurement:
     seconds_score: float = 0.0
     model_requests: int = 0
     """Requests that reached the model (0 when the store had every answer)."""
+
+
+def mean_ci(scores: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a two-sided CI: Wilson for 0/1 scores, Student t for graded ones (clipped 0..1).
+
+    Wilson rather than the normal interval because cells are small (N = 10..100) and scores
+    often sit at 0 or 1, where the normal interval collapses to a point.
+    """
+    values = np.asarray(scores, dtype=float)
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(values.mean())
+    if np.all((values == 0.0) | (values == 1.0)):
+        interval = stats.binomtest(int(values.sum()), n).proportion_ci(level, method="wilson")
+        return mean, float(interval.low), float(interval.high)
+    if n == 1 or float(values.std()) == 0.0:
+        return mean, mean, mean
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
+    return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
 def record(result: CellResult, measurement: Measurement) -> None:
