@@ -32,10 +32,10 @@ SAMPLES_KEPT = 3
 """Prompts/outputs kept per cell for reports, the lowest-scoring first."""
 NEEDS_JUDGE = "a judge model (--lceval-judge=SPEC)"
 """What a judged task lacks in a run that names no judge."""
-LENGTH_SWEEP = VerdictPolicy(("longscore", "threshold", "baseline"),
-                             replaces=(("longscore", "threshold"),))
-"""A score threshold per task; on long cells LongScore's bound, when set, replaces the default
-threshold (an explicit one is still judged); the saved-run comparison everywhere."""
+LENGTH_SWEEP = VerdictPolicy(("threshold", "baseline"), sweeps=True)
+"""A score threshold per task and the saved-run comparison everywhere; the criteria that judge
+every length sweep rank first (LongScore: on long cells its bound, when set, replaces the
+default threshold; an explicit one is still judged)."""
 
 
 @runtime_checkable
