@@ -88,6 +88,13 @@ def pytest_lceval_finding(result: CellResult) -> Finding | None:
     gives; None leaves the cell to its score."""
 
 
+@pytest.hookspec(firstresult=True)
+def pytest_lceval_undefined(result: CellResult) -> str | None:
+    """The short name of a plugin's own value (LongScore's 'LC') that it could not compute for
+    a measured cell, so the cell's verdict was skipped; the report writes '<name> undefined'
+    beside the score. None when the plugin computed it or it does not apply."""
+
+
 @pytest.hookspec
 def pytest_lceval_summary_section(config: pytest.Config,
                                   results: list[CellResult]) -> SummarySection | None:

@@ -21,7 +21,10 @@ from pytest_lceval.benchmarks.longbench100.longscore.base import (
     length_weighted_mean,
 )
 from pytest_lceval.benchmarks.longbench100.longscore.config import LongScoreSettings
-from pytest_lceval.benchmarks.longbench100.longscore.criterion import UNDEFINED
+from pytest_lceval.benchmarks.longbench100.longscore.criterion import (
+    UNDEFINED,
+    LongScoreCriterion,
+)
 from pytest_lceval.benchmarks.longbench100.longscore.formula import (
     longscore,
     longscore_ci,
@@ -189,7 +192,8 @@ def test_threshold_steps_aside_only_when_defaulted(overrides: dict[str, object],
     threshold = ThresholdCriterion(_settings(**overrides)).judge(result, {})
     assert threshold is not None and threshold.judgement is not None
     bound = Assessment(Judgement("longscore", True, "LongScore within its bound"))
-    LENGTH_SWEEP.decide(result, {"longscore": bound, "threshold": threshold})
+    LENGTH_SWEEP.decide(result, {"longscore": bound, "threshold": threshold},
+                        replaces=(("longscore", LongScoreCriterion.sweep_replaces),))
     assert ("threshold" in [j.criterion for j in result.judgements]) is judged
     assert result.outcome == ("failed" if judged else "passed")
 

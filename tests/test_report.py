@@ -8,6 +8,7 @@ import json
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import matplotlib
@@ -21,6 +22,9 @@ from pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin import (
 )
 from pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin import (
     pytest_lceval_report_artifacts as longscore_artifacts,
+)
+from pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin import (
+    pytest_lceval_undefined as longscore_undefined,
 )
 from pytest_lceval.benchmarks.longbench100.longscore.summary import write_summaries
 from pytest_lceval.benchmarks.task_haystack.report import write_reports
@@ -193,6 +197,8 @@ def cell(label: str, score: float, outcome: str = "passed", reason: str = "",
 
 
 LONGSCORE = [longscore_finding]
+WITH_LONGSCORE = SimpleNamespace(hook=SimpleNamespace(pytest_lceval_undefined=longscore_undefined))
+"""A session's config as the report's session-end hooks read it, with the LongScore plugin."""
 """LongScore's plugin reads its long cells for the report (pytest_lceval_finding)."""
 
 
@@ -241,7 +247,7 @@ def test_score_table_is_rulers_task_by_length_table_with_measured_scores_shown(
              cell("json_kv-4k-0", 0.5, "skipped", undefined, depth=0.0,
                   longscore_undefined=undefined),
              cell("json_kv-4k-50", 0.5, "skipped", undefined, longscore_undefined=undefined)]
-    table = score_table_html(cells)
+    table = score_table_html(cells, longscore_undefined)
     assert "<th>task</th><th>metric</th><th>2k</th><th>4k</th><th>Avg</th>" in table
     assert ("<tr><td>counting_stars</td><td>accuracy (0–1)</td><td class=\"num\">100.0</td>"
             "<td class=\"num\"><span class=\"skipped\" title=\"too long &lt;4k&gt;\">skip</span>"
@@ -254,7 +260,8 @@ def test_score_table_is_rulers_task_by_length_table_with_measured_scores_shown(
     assert ("<td><b>average of 2 tasks</b></td><td></td><td class=\"num\"><b>58.3</b></td>"
             "<td class=\"num\"><b>31.2</b></td><td class=\"num\"><b>44.8</b></td>") in table
     assert score_table_html([cell("a-1k-0", math.nan, "skipped", "no")]).count(">skip<") == 1
-    heatmaps.pytest_lceval_session_finish(config=None, run_dir=tmp_path,  # type: ignore[arg-type]
+    heatmaps.pytest_lceval_session_finish(config=WITH_LONGSCORE,  # type: ignore[arg-type]
+                                          run_dir=tmp_path,
                                           results=cells)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["heatmap-recall-json_kv.png",
                                                           "heatmap-recall.png"]
@@ -268,7 +275,8 @@ def test_heatmaps_show_every_measured_score_with_n_and_fail_mark() -> None:
              cell("json_kv-8k-50", math.nan, "skipped", "too long")]
     for result in cells:
         result.n = 3
-    lengths, rows, grid, marks = heatmaps.score_grid(cells, lambda r: r.depth)
+    lengths, rows, grid, marks = heatmaps.score_grid(cells, lambda r: r.depth,
+                                                      heatmaps.score_marks(longscore_undefined))
     assert grid[0][:2] == [0.0, 0.5] and math.isnan(grid[0][2])
     assert [m.note() for m in marks[0][:2]] == ["N=3 ✗", "N=3\nLC undef."]
     figure = heatmaps.heatmap_figure(lengths, ["50%"], grid, "depth", "json_kv", "m", marks)
@@ -359,7 +367,8 @@ def test_longbench100_section_has_look_first_score_table_figures_and_longscore_t
     ]
     for result in cells:
         result.suite = "longbench100"
-    heatmaps.pytest_lceval_session_finish(config=None, run_dir=tmp_path,  # type: ignore[arg-type]
+    heatmaps.pytest_lceval_session_finish(config=WITH_LONGSCORE,  # type: ignore[arg-type]
+                                          run_dir=tmp_path,
                                           results=cells)
     write_summaries(tmp_path, cells, "2k", None)
     [section] = suite_sections(tmp_path, summarize("run", cells), cells, GROUPS, LONGSCORE)

@@ -18,6 +18,9 @@ from test_haystack_report import CELLS as HAYSTACK_CELLS
 from test_report import cell, html_tests
 from toy_suite import RECALL_SUITE
 
+from pytest_lceval.benchmarks.longbench100.longscore.longscore_plugin import (
+    pytest_lceval_undefined as longscore_undefined,
+)
 from pytest_lceval.benchmarks.longbench100.longscore.summary import longscore_figure, task_rows
 from pytest_lceval.benchmarks.task_haystack.figures import diagnostic_figure
 from pytest_lceval.benchmarks.task_haystack.metrics import measured as haystack_measured
@@ -169,7 +172,8 @@ def test_a_longscore_min_run_shows_measured_scores_where_longscore_is_undefined(
                        f"--html={report}").assert_outcomes(failed=12)
     run = pytester.path / "reports" / "z"
     results = read_results(run)
-    _, _, grid, marks = heatmaps.score_grid(results, lambda r: r.depth)
+    _, _, grid, marks = heatmaps.score_grid(results, lambda r: r.depth,
+                                            heatmaps.score_marks(longscore_undefined))
     assert all(value == 0.0 for row in grid for value in row)  # no 'skip' anywhere
     assert {m.note() for row in marks for m in row} == {"N=3 ✗", "N=3 ✗\nLC undef."}
     rows = {nodeid: entry["resultsTableRow"][2] for nodeid, [entry] in html_tests(report).items()}

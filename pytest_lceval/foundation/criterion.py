@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..results.cells import CellResult, Judgement
 
@@ -65,6 +65,21 @@ class Criterion(Protocol):
         ...
 
 
+@runtime_checkable
+class SweepCriterion(Protocol):
+    """A criterion that judges every length sweep: it joins each policy that takes them
+    (``VerdictPolicy.sweeps``, a generation suite's default), ranked first, and there replaces
+    the default bar of the criterion it names (LongScore's bound, the default threshold)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sweep_replaces(self) -> str:
+        """The criterion whose default-bar judgement it replaces where it judges the cell."""
+        ...
+
+
 @dataclass(frozen=True)
 class VerdictPolicy:
     """Which criteria judge a suite's cells, and how their judgements combine.
@@ -77,16 +92,31 @@ class VerdictPolicy:
     """Names of the criteria that judge this suite's cells (those not active are ignored)."""
     replaces: tuple[tuple[str, str], ...] = ()
     """(upper, lower) pairs: where ``upper`` judges a cell, a default-bar judgement of
-    ``lower`` is dropped (LongScore's bound replaces the default threshold on long cells)."""
+    ``lower`` is dropped."""
+    sweeps: bool = False
+    """Whether the criteria that judge every length sweep (``SweepCriterion``) join it."""
 
     def select(self, criteria: Mapping[str, Criterion]) -> list[Criterion]:
-        return [criteria[name] for name in self.criteria if name in criteria]
+        """The active criteria that judge the suite's cells, in rank order."""
+        joined = [criterion for criterion in criteria.values()
+                  if self.sweeps and isinstance(criterion, SweepCriterion)
+                  and criterion.name not in self.criteria]
+        return joined + [criteria[name] for name in self.criteria if name in criteria]
+
+    def replacements(self, selected: Sequence[Criterion]) -> tuple[tuple[str, str], ...]:
+        """``replaces`` with the pairs of the sweep criteria among ``selected``."""
+        return self.replaces + tuple((criterion.name, criterion.sweep_replaces)
+                                     for criterion in selected
+                                     if self.sweeps and isinstance(criterion, SweepCriterion))
 
     def decide(self, result: CellResult, assessments: Mapping[str, Assessment],
-               extra: Sequence[Judgement] = ()) -> None:
+               extra: Sequence[Judgement] = (),
+               replaces: Sequence[tuple[str, str]] | None = None) -> None:
         """Record the metrics and the counted judgements on ``result`` and set its outcome;
-        ``extra`` are judgements of the cell-level hook (``pytest_lceval_judge``)."""
-        dropped = {lower for upper, lower in self.replaces
+        ``extra`` are judgements of the cell-level hook (``pytest_lceval_judge``);
+        ``replaces``: the pairs in force (``replacements``), ``self.replaces`` when None."""
+        pairs = self.replaces if replaces is None else replaces
+        dropped = {lower for upper, lower in pairs
                    if upper in assessments and assessments[upper].judgement is not None
                    and lower in assessments and assessments[lower].default_bar}
         judgements = list(extra)

@@ -43,14 +43,15 @@ class Mark:
 
     n: int = 0
     failed: bool = False
-    undefined: bool = False
-    """Measured, but LongScore could not judge it (base below the floor)."""
+    undefined: str = ""
+    """Measured, but a plugin's verdict could not compute its value, named here (see
+    ``Undefined``)."""
     status: str = ""
     """A compared cell's status against the baseline (Δ heatmaps)."""
 
     def note(self) -> str:
         text = f"N={self.n}" + (" ✗" if self.failed else "")
-        return text + ("\nLC undef." if self.undefined else "") + \
+        return text + (f"\n{self.undefined} undef." if self.undefined else "") + \
             (f"\n{self.status}" if self.status else "")
 
 
@@ -83,11 +84,23 @@ def delta_scale(grid: list[list[float]]) -> Scale:
                  missing="not compared")
 
 
-def score_mark(result: CellResult) -> tuple[float, Mark]:
+Undefined = Callable[[CellResult], "str | None"]
+"""The name of the value a plugin's verdict could not compute for a cell, None when there is
+none (``pytest_lceval_undefined``)."""
+
+
+def none_undefined(result: CellResult) -> str | None:
+    """The ``Undefined`` of a run whose plugins compute every value they judge by."""
+    return None
+
+
+def score_marks(undefined: Undefined = none_undefined) -> Callable[[CellResult],
+                                                                  tuple[float, Mark]]:
     """A cell's score (NaN when nothing was measured) and what it says under it."""
-    return (result.score if result.measured else math.nan,
-            Mark(result.n, result.outcome == "failed",
-                 bool(result.metrics.get("longscore_undefined"))))
+    def mark(result: CellResult) -> tuple[float, Mark]:
+        return (result.score if result.measured else math.nan,
+                Mark(result.n, result.outcome == "failed", undefined(result) or ""))
+    return mark
 
 
 def delta_mark(result: CellResult) -> tuple[float, Mark]:
@@ -103,11 +116,12 @@ def delta_mark(result: CellResult) -> tuple[float, Mark]:
 
 
 def score_grid(results: list[CellResult], row_of: Callable[[CellResult], Any],
-               value_of: Callable[[CellResult], tuple[float, Mark]] = score_mark
+               value_of: Callable[[CellResult], tuple[float, Mark]] | None = None
                ) -> tuple[list[int], list[Any], list[list[float]], list[list[Mark]]]:
     """(lengths, row keys, values[row][length], marks[row][length]) with rows keyed by
     ``row_of`` (a depth, a task) and values from ``value_of`` (the score, or the difference
     from the baseline); NaN where a cell has none."""
+    value_of = value_of or score_marks()
     lengths = sorted({r.length for r in results})
     rows = sorted({row_of(r) for r in results})
     grid = [[math.nan] * len(lengths) for _ in rows]
@@ -185,9 +199,10 @@ def delta_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}-delta{path.suffix}")
 
 
-def draw_depth_heatmap(cells: list[CellResult], path: Path, delta: bool = False) -> Path:
+def draw_depth_heatmap(cells: list[CellResult], path: Path, delta: bool = False,
+                       undefined: Undefined = none_undefined) -> Path:
     lengths, depths, grid, marks = score_grid(cells, lambda r: r.depth,
-                                              delta_mark if delta else score_mark)
+                                              delta_mark if delta else score_marks(undefined))
     first = cells[0]
     what = f"{first.task} ({first.suite})"
     return draw_heatmap(lengths, [format_depth(d) + "%" for d in depths], grid,
@@ -195,9 +210,10 @@ def draw_depth_heatmap(cells: list[CellResult], path: Path, delta: bool = False)
                         first.model, path, marks, delta_scale(grid) if delta else SCORES)
 
 
-def draw_task_heatmap(cells: list[CellResult], path: Path, delta: bool = False) -> Path:
+def draw_task_heatmap(cells: list[CellResult], path: Path, delta: bool = False,
+                       undefined: Undefined = none_undefined) -> Path:
     lengths, tasks, grid, marks = score_grid(cells, lambda r: r.task,
-                                             delta_mark if delta else score_mark)
+                                             delta_mark if delta else score_marks(undefined))
     first = cells[0]
     what = f"{first.suite}: score by task and length"
     return draw_heatmap(lengths, [str(t) for t in tasks], grid, "task",
@@ -228,11 +244,14 @@ def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
             by_suite[result.suite].append(result)
         else:
             by_task[(result.suite, result.task)].append(result)
+    def undefined(result: CellResult) -> str | None:
+        return config.hook.pytest_lceval_undefined(result=result)
+
     for (suite, task), cells in sorted(by_task.items()):
-        path = draw_depth_heatmap(cells, heatmap_path(run_dir, suite, task))
+        path = draw_depth_heatmap(cells, heatmap_path(run_dir, suite, task), undefined=undefined)
         if compared(cells):
             draw_depth_heatmap(cells, delta_path(path), delta=True)
     for suite, cells in sorted(by_suite.items()):
-        path = draw_task_heatmap(cells, heatmap_path(run_dir, suite))
+        path = draw_task_heatmap(cells, heatmap_path(run_dir, suite), undefined=undefined)
         if compared(cells):
             draw_task_heatmap(cells, delta_path(path), delta=True)

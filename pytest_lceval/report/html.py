@@ -41,6 +41,7 @@ from ..verdicts.verdict import INCOMPLETE, RUN_VERDICT
 from .badge import badge_path
 from .finding import OwnFinding
 from .findings import SKIP_EXAMPLES, look_first, skip_reasons
+from .heatmaps import Undefined, none_undefined
 from .judged import judge_table
 from .summary import (
     COUNTED_ONLY,
@@ -444,7 +445,7 @@ def skips_html(results: list[CellResult]) -> str:
                                              numeric=frozenset({1}))
 
 
-def score_table_html(results: list[CellResult]) -> str:
+def score_table_html(results: list[CellResult], undefined: Undefined = none_undefined) -> str:
     """Task x length scores in percent, as RULER's tables: a task with depths is the mean over
     its depth cells (each depth weighs the same), an Avg column over the lengths, and an
     average row over the tasks measured at every length. A measured cell whose verdict was
@@ -464,7 +465,7 @@ def score_table_html(results: list[CellResult]) -> str:
             scored = [r for r in group if r.measured]
             if scored:
                 means[(task, length)] = sum(r.score for r in scored) / len(scored)
-            row.append(_score_cell(group, scored, means.get((task, length))))
+            row.append(_score_cell(group, scored, means.get((task, length)), undefined))
         mine = [means[(task, n)] for n in lengths if (task, n) in means]
         avg = f"{100 * sum(mine) / len(mine):.1f}" if mine else ""
         if mine and len(mine) < len(lengths):
@@ -485,7 +486,8 @@ def score_table_html(results: list[CellResult]) -> str:
             + _table(header, rows, numeric=frozenset(range(2, len(lengths) + 3))))
 
 
-def _score_cell(group: list[CellResult], scored: list[CellResult], mean: float | None) -> str:
+def _score_cell(group: list[CellResult], scored: list[CellResult], mean: float | None,
+                undefined: Undefined) -> str:
     """One task-length value of the score table (see score_table_html)."""
     if mean is None:
         if not group:
@@ -496,16 +498,17 @@ def _score_cell(group: list[CellResult], scored: list[CellResult], mean: float |
     failed = sum(r.outcome == "failed" for r in scored)
     if failed:
         text += " (FAIL)" if len(scored) == 1 else f" ({failed} FAIL)"
-    undefined = [r for r in scored if r.metrics.get("longscore_undefined")]
-    if undefined:
-        text += (f' <span class="undefined" title="{escape(undefined[0].reason)}">'
-                 f"LC undefined</span>")
+    named = [(r, name) for r in scored if (name := undefined(r))]
+    if named:
+        text += (f' <span class="undefined" title="{escape(named[0][0].reason)}">'
+                 f"{escape(named[0][1])} undefined</span>")
     return text
 
 
 def suite_sections(run_dir: Path, summary: RunSummary, results: list[CellResult],
                    groups: Sequence[ArtifactGroup] = (HEATMAPS,),
-                   verdicts: Sequence[OwnFinding] = ()) -> list[str]:
+                   verdicts: Sequence[OwnFinding] = (),
+                   undefined: Undefined = none_undefined) -> list[str]:
     """Per suite: what to act on first (the comparison, what to look at, skip reasons), then
     the tables and figures. ``groups``: the run folder's files to show; ``verdicts``: the
     plugins' readings of their own verdicts (both from hooks in the session)."""
@@ -522,7 +525,7 @@ def suite_sections(run_dir: Path, summary: RunSummary, results: list[CellResult]
             counts = delta_counts(Counter(d.status for d in deltas))
             parts += [f"<h3>Comparison with baseline {escape(summary.baseline or '')}: "
                       f"{escape(counts)}</h3>", comparison_table(deltas)]
-        parts += [skips_html(mine), score_table_html(mine)]
+        parts += [skips_html(mine), score_table_html(mine, undefined)]
         parts += [_artifact_html(p, siblings) for p in artifacts.get(tally.name, [])]
         effective = [row for row in summary.effective if row.suite == tally.name]
         if effective:
@@ -562,5 +565,6 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     groups = [HEATMAPS, *(group for found in config.hook.pytest_lceval_report_artifacts()
                           for group in found)]
     postfix.extend(suite_sections(run_dir, run, results, groups,
-                                  [lambda r: config.hook.pytest_lceval_finding(result=r)]))
+                                  [lambda r: config.hook.pytest_lceval_finding(result=r)],
+                                  lambda r: config.hook.pytest_lceval_undefined(result=r)))
 

@@ -21,7 +21,7 @@ from ..results.records import Case
 from ..results.sample_log import generated_case
 from ..results.score_metric import ScoreMetric
 from ..settings import Settings
-from ..tasks.base import CellDoesNotFit, GenerationTask
+from ..tasks.base import CellDoesNotFit, GenerationTask, NotesCases
 from ..tasks.judged import JudgedTask, cell_metric
 from ..tasks.stops import config_stops_at_newline
 from .evaluation import Evaluator, NothingKept
@@ -32,10 +32,10 @@ SAMPLES_KEPT = 3
 """Prompts/outputs kept per cell for reports, the lowest-scoring first."""
 NEEDS_JUDGE = "a judge model (--lceval-judge=SPEC)"
 """What a judged task lacks in a run that names no judge."""
-LENGTH_SWEEP = VerdictPolicy(("longscore", "threshold", "baseline"),
-                             replaces=(("longscore", "threshold"),))
-"""A score threshold per task; on long cells LongScore's bound, when set, replaces the default
-threshold (an explicit one is still judged); the saved-run comparison everywhere."""
+LENGTH_SWEEP = VerdictPolicy(("threshold", "baseline"), sweeps=True)
+"""A score threshold per task and the saved-run comparison everywhere; the criteria that judge
+every length sweep rank first (LongScore: on long cells its bound, when set, replaces the
+default threshold; an explicit one is still judged)."""
 
 
 @runtime_checkable
@@ -165,8 +165,9 @@ class GenerationSuite(Suite):
             if overflow:
                 raise CellSkipped(overflow, Measurement(metrics=notes, seconds_build=built))
         source = cases[0].meta.get("source") if cases else None
-        if cases and "ruler" in cases[0].meta:  # the RULER version that wrote the prompts
-            notes["ruler"] = cases[0].meta["ruler"]
+        if cases and isinstance(task, NotesCases):
+            notes.update({key: cases[0].meta[key] for key in task.case_notes
+                          if key in cases[0].meta})
 
         try:
             answered = evaluator.answer(task, cases)

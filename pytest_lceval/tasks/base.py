@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..foundation.data import DataSource
 from ..foundation.grid import Cell
@@ -60,6 +60,15 @@ class GenerationTask(Protocol):
     def score(self, output: str, case: Case) -> float:
         """Score 0..1 of one output."""
         ...
+
+
+@runtime_checkable
+class NotesCases(Protocol):
+    """A task whose cases carry a setting that the cell's result records beside its numbers
+    (RULER's VT, CWE and FWE: the RULER version whose generator wrote the prompts)."""
+
+    case_notes: ClassVar[tuple[str, ...]]
+    """Keys of a case's ``meta`` copied, from the cell's first case, into its metrics."""
 
 
 class CaseFilter(Protocol):

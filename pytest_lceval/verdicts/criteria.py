@@ -33,12 +33,13 @@ class CellJudge:
         """Judge a measured cell with its suite's criteria and the cell-level hook. Pure:
         nothing here reaches a model, so the evidence must already hold every need."""
         assessments: dict[str, Assessment] = {}
-        for criterion in policy.select(self.criteria):
+        selected = policy.select(self.criteria)
+        for criterion in selected:
             assessment = criterion.judge(result, evidence)
             if assessment is not None:
                 assessments[criterion.name] = assessment
         extra = [j for j in self.config.hook.pytest_lceval_judge(result=result) if j]
-        policy.decide(result, assessments, extra)
+        policy.decide(result, assessments, extra, policy.replacements(selected))
 
 
 CRITERIA = pytest.StashKey[dict[str, Criterion]]()

@@ -102,6 +102,8 @@ class WholeContextTask:
     in how they draw one case."""
 
     metric: ClassVar[ScoreMetric] = STRING_MATCH_ALL
+    case_notes: ClassVar[tuple[str, ...]] = ("ruler",)
+    """The cell's result records which RULER version wrote its prompts (``NotesCases``)."""
     name: str = ""
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE

@@ -32,9 +32,11 @@ UNDEFINED = "LongScore undefined"
 
 
 class LongScoreCriterion:
-    """Judges the cells of the suites whose verdict policy names it (length sweeps)."""
+    """Judges the cells of every length sweep (``foundation.criterion.SweepCriterion``)."""
 
     name = CRITERION
+    sweep_replaces = "threshold"
+    """On a long cell its bound replaces the default threshold."""
 
     def __init__(self, settings: LongScoreSettings, run_lengths: tuple[int, ...],
                  seed: int, task_of: Callable[[str, str], GenerationTask]) -> None:

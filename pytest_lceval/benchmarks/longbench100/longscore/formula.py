@@ -1,5 +1,6 @@
-"""LongScore's formula (100-LongBench, Fang et al. 2025, §3.2): LC = (S - Base) / Base, the
-relative change of a long cell's score against the base ability, and its interval."""
+"""LongScore's formula (100-LongBench's paper, §3.2; its analysis/utils.py): LC =
+(S - Base) / Base, the relative change of a long cell's score against the base ability, and
+its interval."""
 
 from __future__ import annotations
 

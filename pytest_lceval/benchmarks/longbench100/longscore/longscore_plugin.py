@@ -114,5 +114,11 @@ def pytest_lceval_finding(result: CellResult) -> Finding | None:
 
 
 @pytest.hookimpl
+def pytest_lceval_undefined(result: CellResult) -> str | None:
+    """'LC' where the cell's LongScore is undefined (its base below the floor)."""
+    return "LC" if result.metrics.get("longscore_undefined") else None
+
+
+@pytest.hookimpl
 def pytest_lceval_report_artifacts() -> list[tuple[str, str, str | None]]:
     return [("longscore", "LongScore", "longbench100")]
