@@ -200,7 +200,7 @@ def replay(model: str, calls: list[dict[str, Any]],
     backend = load_preset(model, LoadOptions())
     if not isinstance(backend, HFBackend):
         sys.exit(f"--model {model} is not an hf backend: nothing to compare")
-    backend.model  # the weights load (a GGUF file converts) before either side's clock runs
+    assert backend.model is not None  # the weights load (a GGUF file converts) before the clocks
     phases = Phases()
     phases.wrap(backend.text, "_batch", "tokenise")
     phases.watch_forward(backend.model)

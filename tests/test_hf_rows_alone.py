@@ -1,4 +1,5 @@
-"""Generate batches answered one row at a time on a CPU (``HFBackend.rows_alone``): unpadded,
+"""Generate batches answered one row at a time on a CPU (``HFBackend.rows_alone``, on with
+``ROWS_ON_CPU``, off by default until it is shown faster): unpadded,
 with prompt-lookup decoding, the same answers as the padded batch's ``model.generate`` (tiny
 random models with the real SmolLM2 tokenizer, as in test_hf_backend)."""
 
@@ -18,6 +19,11 @@ from pytest_lceval.models.hf import HFBackend  # noqa: E402
 from pytest_lceval.results.records import GenerateRequest  # noqa: E402
 
 __all__ = ["_one_thread", "load", "tiny_dirs"]  # fixtures from test_hf_backend
+
+
+@pytest.fixture(autouse=True)
+def _rows_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hf, "ROWS_ON_CPU", True)
 
 
 @pytest.mark.parametrize("stop", [(), ("e",), (" t", "\n")])
@@ -76,7 +82,8 @@ def test_each_row_decodes_with_prompt_lookup(load: Callable[..., HFBackend],
 def test_sliding_window_models_and_gpus_keep_the_padded_batch(
         load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch) -> None:
     """Gemma's sliding layers prefill in chunks (``PREFILL_CHUNK``), which a row alone with
-    prompt lookup does not; off, ``ROWS_ON_CPU`` leaves every model on the padded batch."""
+    prompt lookup does not; off (the default), ``ROWS_ON_CPU`` leaves every model on the
+    padded batch."""
     assert load("llama").rows_alone
     assert not load("gemma").rows_alone
     monkeypatch.setattr(hf, "ROWS_ON_CPU", False)

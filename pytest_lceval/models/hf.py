@@ -33,8 +33,8 @@ keys, passages) or repeat themselves, which is what prompt lookup guesses from t
 already in the sequence: one forward pass checks several guessed tokens and keeps those greedy
 decoding would have produced, so a row takes far fewer passes over the weights. The same greedy
 tokens by construction, up to fp32 rounding (a guess checked in a pass over several tokens runs
-another matrix kernel than a one-token step); ``ROWS_ON_CPU`` gives the count of answers that
-differed on the main job. On a GPU the padded batch stays: there a batch's rows run in parallel.
+another matrix kernel than a one-token step). ``ROWS_ON_CPU`` gives what the main job measured
+and why it is off. On a GPU the padded batch stays: there a batch's rows run in parallel.
 
 Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
 renderer, the context window and the whole fingerprint (the dtype is the one asked for, which is
@@ -85,10 +85,15 @@ attend to their window's cache instead of the whole prompt: Gemma 3 270M on 2 CP
 answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy tokens
 (bench/bench_prefill_chunks.py). A model with only full attention gains nothing and loses 6-13 %
 (SmolLM2 at 8k), so it prefills whole."""
-ROWS_ON_CPU = True
+ROWS_ON_CPU = False
 """Whether a CPU answers generate batches one row at a time with prompt lookup (see the module
-docstring). Measured on the main job's recorded calls with ``bench/bench_main_job.py``: see the
-README's main-job paragraph for the ratio and the count of identical answers."""
+docstring). Every answer was equal on the main job's recorded calls (312/312 with
+``bench/bench_main_job.py``, 72 of them generated), but the time is not yet shown to fall: a
+sample of 12 calls on a lightly loaded 2-core machine took 0.76x the padded batch's model time
+(decode 0.50x), the whole replay on a machine whose cores other jobs shared 1.16x (decode 1.36x:
+two rows alone read the weights twice a step where the padded batch reads them once, and a
+contended memory bus charges that more than the guessed tokens save). Off until an idle
+machine's whole replay shows it faster."""
 PROMPT_LOOKUP_TOKENS = 10
 """Tokens guessed a pass from the sequence's own n-grams (transformers' usual setting)."""
 _SANE_MAX_LENGTH = 10_000_000
