@@ -27,6 +27,7 @@ from typing import Any
 
 import datasets
 import pytest
+import yaml
 from shared_data import SHARED_DATA
 
 from pytest_lceval.benchmarks.ruler import tasks as recall
@@ -335,6 +336,17 @@ def _one_row(tmp: Path) -> str:
 
 def test_json_kv_prompts_and_scores_are_helmets(helmet_data: ModuleType, smollm2: Any,
                                                 conformance: Any, tmp_path: Path) -> None:
+    """HELMET's ``load_json_kv`` (with the shots of its ``configs/recall.yaml``) formats each
+    row into the prompt the project wrote, and its ``post_process`` scores hostile outputs as
+    the project does.
+
+    What HELMET cannot decide here: the JSON object and the demonstrations' pairs. HELMET builds
+    no JSON KV context: ``load_json_kv`` reads rows whose ``context`` and ``demos`` are already
+    written (its data release, ``data/json_kv/test_k{50..1800}_dep6.jsonl``, made by a script
+    that no commit of HELMET holds, and not in ``../shared/data``). So the rows are cut out of
+    the project's prompt: the object and the demonstrations' (key, value) pairs are the
+    project's; the number of demonstrations shown, their template and the prompt's are
+    HELMET's."""
     task = builtin_task("json_kv")
     cases = build_cases(task, smollm2)
     rows = []
@@ -346,7 +358,8 @@ def test_json_kv_prompts_and_scores_are_helmets(helmet_data: ModuleType, smollm2
                      case.meta["pairs"], "answer": case.gold[0]})
     path = tmp_path / "json_kv.jsonl"
     datasets.Dataset.from_list(rows).to_json(str(path))
-    loaded = helmet_data.load_json_kv(str(path), shots=2)
+    config = Path(helmet_data.__file__).parent / "configs" / "recall.yaml"
+    loaded = helmet_data.load_json_kv(str(path), shots=yaml.safe_load(config.read_text())["shots"])
     expected = [loaded["prompt_template"].format(**row) for row in loaded["data"]]
     for case, want in zip(cases, expected, strict=True):
         assert case.prompt == want
