@@ -165,8 +165,9 @@ class GenerationSuite(Suite):
             if overflow:
                 raise CellSkipped(overflow, Measurement(metrics=notes, seconds_build=built))
         source = cases[0].meta.get("source") if cases else None
-        if cases and "ruler" in cases[0].meta:  # the RULER version that wrote the prompts
-            notes["ruler"] = cases[0].meta["ruler"]
+        for note in ("ruler", "context_size"):  # the RULER version that wrote the prompts,
+            if cases and note in cases[0].meta:  # and the rule that sized their context
+                notes[note] = cases[0].meta[note]
 
         try:
             answered = evaluator.answer(task, cases)
