@@ -34,6 +34,7 @@ from .models.serving import (
 )
 from .models.topk_rank import RANK_CHOICES
 from .run.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
+from .tasks.context_size import SIZES
 from .tasks.stops import STOP_CHOICES
 
 T = TypeVar("T")
@@ -227,6 +228,12 @@ def add_options(parser: pytest.Parser) -> None:
                          "(default, Lifelong-ICL's rule: an option outside the 100 most likely "
                          "next tokens is unscored, none in them is no prediction) or full "
                          "(every option from the whole vocabulary)")
+    group.addoption("--lceval-context-size", dest="lceval_context_size", default=None,
+                    choices=SIZES,
+                    help="how much context the recall, long-QA and summarisation prompts hold: "
+                         "reference (default: RULER's size search, HELMET's fixed document cut) "
+                         "or fill (the prompt and generation budget fill 99-100 %% of the cell "
+                         "for every task)")
     group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
                     help=f"requests per backend call (default {BATCH_SIZE_ON_CPU} for a model "
                          f"on this CPU, {BATCH_SIZE_ELSEWHERE} on a GPU or a server)")

@@ -1,6 +1,7 @@
 """The conformance layer's tally: what each test compared against the papers' own code, summed
 per category and printed at the end of the run ("prompts compared / identical, outputs scored /
-identical").
+identical, choices compared / identical": a choice is what the reference decides for itself from
+the raw inputs, such as a haystack's size).
 
 A plugin of tests/conftest.py rather than of tests/conformance/: under pytest-xdist the controller
 never imports the conformance folder's conftest, but it does receive each test's user
@@ -20,7 +21,7 @@ NOT_CONFIGURED = "conformance layer not run: no reference configured"
 so a run where the layer did not run says so even under ``-q``."""
 PROPERTY = "conformance"
 """The user property a conformance test's counts travel in."""
-KINDS = ("prompts", "outputs")
+KINDS = ("prompts", "outputs", "choices")
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Tally:
 
     def record(self, category: str, kind: str, compared: int, identical: int,
                option: str | None = None) -> None:
-        """``compared`` items of ``kind`` ("prompts" or "outputs") in ``category`` fed to the
+        """``compared`` items of ``kind`` (one of KINDS) in ``category`` fed to the
         reference and to the project, of which ``identical`` agreed; ``option`` names the
         project option under which they were compared, when not the default."""
         if kind not in KINDS:
@@ -90,7 +91,8 @@ class Summary:
         width = max(len(category) for category in categories)
         for category in categories:
             parts = []
-            for kind, verb in (("prompts", "compared"), ("outputs", "scored")):
+            for kind, verb in (("prompts", "compared"), ("outputs", "scored"),
+                               ("choices", "compared")):
                 count = self.counts.get((category, kind))
                 if count is None:
                     continue

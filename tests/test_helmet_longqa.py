@@ -5,13 +5,14 @@ and suite runs with and without a judge."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from run_outputs import read_results
 from shared_data import SHARED_DATA
 
-from pytest_lceval.benchmarks.helmet.longqa import choice_match, rouge_l_f1
+from pytest_lceval.benchmarks.helmet.longqa import LongQATask, choice_match, rouge_l_f1
 from pytest_lceval.benchmarks.helmet.longqa_data import (
     read_leval_choice,
     read_leval_qa,
@@ -25,6 +26,7 @@ from pytest_lceval.models.mock import WordTokenizer
 from pytest_lceval.results.records import Case
 from pytest_lceval.run.generation_suite import NeedsData
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.context_size import FILL, REFERENCE
 from pytest_lceval.tasks.fitting import window
 from pytest_lceval.tasks.judged import JudgedTask
 
@@ -46,9 +48,13 @@ def word_context(root: Path | None = FIXTURES, seed: int = 0,
 
 
 def build(task: str, length: int, context: BuildContext | None = None,
-          samples: int = 1) -> list[Case]:
-    return builtin_task(task).build(Cell("longqa", task, length, None, samples),
-                                context or word_context())
+          samples: int = 1, size: str = FILL) -> list[Case]:
+    """A cell's cases; by default in the filled cell, whose prompts the tests pin (HELMET's cut
+    for the length: ``test_reference_cut_is_helmets_count_for_the_length``)."""
+    chosen = builtin_task(task)
+    assert isinstance(chosen, LongQATask)
+    return replace(chosen, size=size).build(Cell("longqa", task, length, None, samples),
+                                            context or word_context())
 
 
 def test_narrativeqa_prompt_is_helmets_template_around_padded_plot_summaries() -> None:
@@ -153,7 +159,7 @@ def test_infbench_asks_only_about_documents_that_fill_the_cell() -> None:
     assert short == [3, 4, 5] and len(long) == 2  # questions 4 and 5 ask about a short document
     assert [c.meta["item"] for c in long] == [3, 2]
     assert all(window(700)[0] <= c.total_tokens <= 700 for c in long)
-    with pytest.raises(CellDoesNotFit, match="no document of .*natural_question.jsonl fills"):
+    with pytest.raises(CellDoesNotFit, match="no document of .*natural_question.jsonl is long"):
         build("infbench_qa_leval", 1000)
 
 
@@ -223,6 +229,24 @@ def test_rouge_l_f1_is_helmets(output: str, answers: list[str], score: float) ->
 def test_choice_match_is_helmets_exact_match(output: str, answers: tuple[str, str],
                                              score: float) -> None:
     assert choice_match(output, answers) == score
+
+
+@needs_shared
+@pytest.mark.parametrize(("task", "margin"), [("narrativeqa", 300), ("infbench_qa_leval", 210),
+                                              ("infbench_choice_leval", 210)])
+def test_reference_cut_is_helmets_count_for_the_length(task: str, margin: int) -> None:
+    """By default a document is cut where HELMET's configs cut it (length - 200 - generation
+    budget tokens: its first N - m + 1 tokens, then the marker's m), the same questions at
+    every length; where the prompt around it takes more than HELMET's 200, the context's end
+    is cut again until prompt and budget fit the length."""
+    cells = {length: build(task, length, word_context(SHARED_DATA, seed=3), 2, REFERENCE)
+             for length in (1000, 2000)}
+    assert len({tuple(c.meta["item"] for c in cases) for cases in cells.values()}) == 1
+    for length, cases in cells.items():
+        for case in cases:
+            assert case.meta["cut"] and case.total_tokens <= length
+            assert case.meta["context_tokens"] == length - margin + 1 \
+                or case.total_tokens == length  # HELMET's tokenize cut it again
 
 
 @needs_shared

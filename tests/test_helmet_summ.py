@@ -25,6 +25,7 @@ from pytest_lceval.results.records import Case
 from pytest_lceval.run.generation_suite import NeedsData
 from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.context_size import FILL, REFERENCE
 from pytest_lceval.tasks.judged import JudgedTask
 from pytest_lceval.tasks.metrics import helmet_parse_output as parse_output
 
@@ -48,9 +49,10 @@ def word_context(root: Path | None, template: bool = False, seed: int = 0) -> Bu
 
 
 def build(task: str, length: int, context: BuildContext, samples: int = 1,
-          wording: str = "helmet") -> list[Case]:
-    """The cases of a built-in summarisation task asked in ``wording`` (--lceval-summ-prompts)."""
-    [chosen] = [worded_task for worded_task in worded(wording) if worded_task.name == task]
+          wording: str = "helmet", size: str = REFERENCE) -> list[Case]:
+    """The cases of a built-in summarisation task asked in ``wording`` (--lceval-summ-prompts),
+    its documents cut by ``size`` (--lceval-context-size)."""
+    [chosen] = [worded_task for worded_task in worded(wording, size) if worded_task.name == task]
     return chosen.build(Cell("summ", task, length, None, samples), context)
 
 
@@ -134,8 +136,10 @@ def test_chat_template_starts_the_assistant_turn_empty() -> None:
 
 @pytest.mark.parametrize("task", LEVAL_TASKS)
 def test_a_long_document_is_cut_to_the_cell_and_a_short_one_given_whole(task: str) -> None:
+    """Under ``--lceval-context-size fill``."""
     context = word_context(SUBSTITUTES, seed=3)
-    short, long = build(task, 1600, context, 3), build(task, 4096, context, 3)
+    short, long = build(task, 1600, context, 3, size=FILL), build(task, 4096, context, 3,
+                                                                    size=FILL)
     for case in short:  # cut at its end, the prompt plus 1200 tokens within 1 % of the length
         assert 0.99 * 1600 <= case.total_tokens <= 1600
         assert case.meta["cut"] and OMITTED in case.prompt
@@ -146,12 +150,30 @@ def test_a_long_document_is_cut_to_the_cell_and_a_short_one_given_whole(task: st
         assert case.meta["context_tokens"] == case.meta["document_tokens"]
     assert [c.meta["document"] for c in short] == [c.meta["document"] for c in long]
     assert [c.gold for c in short] == [c.gold for c in long]
-    assert short == build(task, 1600, word_context(SUBSTITUTES, seed=3), 3)
+    assert short == build(task, 1600, word_context(SUBSTITUTES, seed=3), 3, size=FILL)
 
 
-def test_a_cell_too_short_for_demonstrations_and_budget_does_not_fit() -> None:
-    with pytest.raises(CellDoesNotFit, match="key items 256 and the generation budget 1200"):
-        build("infbench_sum_leval_gov_report", 1500, word_context(SUBSTITUTES))
+@pytest.mark.parametrize("task", ["infbench_sum_leval_gov_report", "infbench_sum_leval_tv_show",
+                                  "infbench_sum_leval_meeting"])
+def test_a_long_document_is_cut_at_helmets_count_and_a_short_one_given_whole(task: str) -> None:
+    """By default a document longer than HELMET's count for the length (length - 200 - 1200) is
+    cut there (its first N - m + 1 tokens and the marker's m); a shorter one is given whole.
+    HELMET's further cut when the prompt overflows: tests/conformance/test_helmet_summ.py."""
+    context = word_context(SUBSTITUTES, seed=3)
+    short, long = build(task, 1700, context, 3), build(task, 4096, context, 3)
+    for case in short:
+        assert case.meta["cut"] and OMITTED in case.prompt
+        assert case.meta["context_tokens"] == 1700 - 1400 + 1 and case.total_tokens <= 1700
+    for case in long:  # every fixture document is under 4096 - 1400 tokens: whole
+        assert not case.meta["cut"] and OMITTED not in case.prompt
+        assert case.meta["context_tokens"] == case.meta["document_tokens"]
+    assert [c.meta["document"] for c in short] == [c.meta["document"] for c in long]
+
+
+@pytest.mark.parametrize("size", [REFERENCE, FILL])
+def test_a_cell_too_short_for_demonstrations_and_budget_does_not_fit(size: str) -> None:
+    with pytest.raises(CellDoesNotFit, match="generation budget"):
+        build("infbench_sum_leval_gov_report", 1500, word_context(SUBSTITUTES), size=size)
 
 
 def test_the_substitute_is_read_when_helmets_file_is_absent_and_labelled() -> None:

@@ -18,6 +18,7 @@ from pytest_lceval.benchmarks.ruler import tasks as recall
 from pytest_lceval.benchmarks.ruler.common import HELMET_RULER
 from pytest_lceval.benchmarks.ruler.filler_text import NOISE
 from pytest_lceval.benchmarks.ruler.niah import NiahTask
+from pytest_lceval.benchmarks.ruler.size_search import niah_steps
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.foundation.data import DataSource
 from pytest_lceval.foundation.grid import Cell
@@ -29,6 +30,7 @@ from pytest_lceval.results.records import Case
 from pytest_lceval.run.evaluation import Evaluator
 from pytest_lceval.settings import DEFAULT_DEPTHS
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.context_size import FILL, REFERENCE
 from pytest_lceval.tasks.fitting import window
 
 AGGREGATION = ["cwe", "fwe", "vt"]
@@ -74,8 +76,10 @@ def mock_context(template: bool = False, seed: int = 42) -> BuildContext:
 
 
 def build(name: str, length: int, depth: float | None = None, context: BuildContext | None = None,
-          samples: int = 1, ruler: str = HELMET_RULER) -> list[Case]:
-    task = next(task for task in recall.tasks(ruler=ruler) if task.name == name)
+          samples: int = 1, ruler: str = HELMET_RULER, size: str = FILL) -> list[Case]:
+    """A recall cell's cases; by default in the filled cell, whose prompts the tests pin (the
+    size RULER's search picks: ``test_haystacks_take_the_size_rulers_search_picks``)."""
+    task = next(task for task in recall.tasks(ruler=ruler, size=size) if task.name == name)
     used = depth if task.uses_depth else None
     return task.build(Cell("recall", name, length, used, samples), context or mock_context())
 
@@ -292,6 +296,64 @@ def test_an_unknown_ruler_is_refused_at_start_up(pytester: pytest.Pytester) -> N
     outcome = pytester.runpytest("--model", "mock:grep", "--lceval-ruler", "2024")
     assert outcome.ret != 0
     outcome.stderr.fnmatch_lines(["*--lceval-ruler: invalid choice: '2024'*f682453*c3f5e3b*"])
+
+
+STEPPED = {"niah_single_1": "haystack_units", "niah_single_2": "haystack_units",
+           "niah_multikey_2": "haystack_units", "vt": "noise_lines", "cwe": "words",
+           "fwe": "zipf_n"}
+"""A task of each haystack and generator, and where its case records its size."""
+
+
+@pytest.mark.parametrize("length", [2048, 4096])
+@pytest.mark.parametrize("name", sorted(STEPPED))
+def test_haystacks_take_the_size_rulers_search_picks(name: str, length: int) -> None:
+    """Under ``--lceval-context-size reference`` (the default) a haystack's size is on RULER
+    f682453's steps (essay words by 500; noise lines and needles by 25, by 5 below 4k; VT's
+    lines and CWE's words by 10; FWE's n from (L - budget) // 6 by (L - budget) // 32), the
+    largest whose prompt with the answer fits: at most two steps below the filled cell's
+    (the answer it is measured with may cost one). The exact size is compared with RULER's
+    own search in tests/conformance."""
+    def units(case: Case) -> int:
+        found = case.meta[STEPPED[name]]
+        return len(found) if isinstance(found, list) else int(found)
+
+    reference = build(name, length, 50.0, samples=2, size=REFERENCE)
+    filled = build(name, length, 50.0, samples=2)
+    task = next(task for task in recall.tasks() if task.name == name)
+    limit = length - task.max_new_tokens
+    first, step = {"vt": (10, 10), "cwe": (10, 10), "fwe": (limit // 6, limit // 32)}.get(
+        name, (0, 0))
+    if isinstance(task, NiahTask):
+        first = step = niah_steps(task.haystack, length, task.max_new_tokens, []).step
+    for ours, full in zip(reference, filled, strict=True):
+        assert ours.meta["context_size"] == "reference" and full.meta["context_size"] == "fill"
+        assert (units(ours) - first) % step == 0
+        assert units(full) - 2 * step < units(ours) <= units(full)
+        assert ours.total_tokens <= length
+
+
+@pytest.mark.parametrize(("option", "recorded"), [([], "reference"),
+                                                  (["--lceval-context-size", "fill"], "fill")])
+def test_lceval_context_size_sizes_the_haystacks_and_results_record_it(
+        pytester: pytest.Pytester, option: list[str], recorded: str) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", *option, "--lceval-tasks",
+                                 "niah_single_2,cwe", "--lengths", "2k", "--depths", "50",
+                                 "--samples", "1", "--lceval-threshold", "0", "--lceval-run", "r",
+                                 "-p", "no:randomly")
+    outcome.assert_outcomes(passed=2)
+    rows = read_results(pytester, "r")
+    assert [row["metrics"]["context_size"] for row in rows] == [recorded, recorded]
+    niah = next(row for row in rows if "niah" in row["nodeid"])
+    short = niah["input_tokens_mean"] + 50 < 0.9 * 2048  # RULER's 1000 words, not the filled cell
+    assert short == (recorded == "reference")
+
+
+def test_an_unknown_context_size_is_refused_at_start_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", "--lceval-context-size", "full")
+    assert outcome.ret != 0
+    outcome.stderr.fnmatch_lines(["*--lceval-context-size: invalid choice: 'full'*reference*"])
 
 
 # -- item 4: RULER's noise haystack: whole lines, each key item on its own line ----------------

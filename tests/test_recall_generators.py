@@ -21,6 +21,7 @@ from pytest_lceval.benchmarks.ruler.filler_items import Stream, fill
 from pytest_lceval.benchmarks.ruler.filler_text import NOISE, Piece, insert_at_depth
 from pytest_lceval.benchmarks.ruler.json_kv import INSTRUCTION, JsonKvTask
 from pytest_lceval.benchmarks.ruler.niah import NiahTask
+from pytest_lceval.benchmarks.ruler.size_search import niah_steps
 from pytest_lceval.builtin_suites import builtin_task, builtin_tasks
 from pytest_lceval.foundation.data import DataSource
 from pytest_lceval.foundation.grid import Cell
@@ -29,6 +30,7 @@ from pytest_lceval.models.mock import MockBackend
 from pytest_lceval.models.registry import LoadOptions
 from pytest_lceval.results.records import Case
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
+from pytest_lceval.tasks.context_size import REFERENCE
 from pytest_lceval.tasks.fitting import window
 
 RECALL = sorted(task.name for task in builtin_tasks("recall"))
@@ -96,7 +98,12 @@ def check_case(task: object, case: Case, context: BuildContext, length: int,
     # RULER never cuts a noise line: such a haystack may end one line short of the window.
     if isinstance(task, NiahTask) and task.haystack == "noise":
         low -= renderer.count("\n" + NOISE)
-    assert low <= case.total_tokens <= high
+    if case.meta.get("context_size") == REFERENCE:  # RULER's search: whole steps, within
+        assert isinstance(task, NiahTask)
+        step = niah_steps(task.haystack, length, task.max_new_tokens, []).step
+        assert case.meta["haystack_units"] % step == 0 and case.total_tokens <= high
+    else:
+        assert low <= case.total_tokens <= high
     assert case.prompt_tokens == renderer.count(case.prompt)
     start, end = context_span(task, case.prompt)
     assert 0 < start < end

@@ -168,6 +168,8 @@ class GenerationSuite(Suite):
         if cases and isinstance(task, NotesCases):
             notes.update({key: cases[0].meta[key] for key in task.case_notes
                           if key in cases[0].meta})
+        if cases and "context_size" in cases[0].meta:  # the rule that sized their context
+            notes["context_size"] = cases[0].meta["context_size"]
 
         try:
             answered = evaluator.answer(task, cases)

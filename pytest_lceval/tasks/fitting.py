@@ -107,7 +107,7 @@ def fit(frame: Frame, build: Callable[[int], B], renderer: Renderer, length: int
     totals: list[int] = []
     best: Fitted[B] | None = None
     for _ in range(MAX_ROUNDS):
-        fitted = _render(frame, build(max(budget, key_tokens)), renderer)
+        fitted = render(frame, build(max(budget, key_tokens)), renderer)
         total = fitted.prompt_tokens + max_new_tokens
         totals.append(total)
         if low <= total <= high:
@@ -131,10 +131,18 @@ def fit(frame: Frame, build: Callable[[int], B], renderer: Renderer, length: int
         f"measurements; prompt + generation budget measured {totals} tokens")
 
 
-def _render(frame: Frame, context: B, renderer: Renderer) -> Fitted[B]:
+def render(frame: Frame, context: B, renderer: Renderer) -> Fitted[B]:
+    """The prompt around ``context``, rendered and measured (whether or not it fits)."""
     prompt = frame.prompt(context.text)
     rendered = renderer.render(prompt)
     return Fitted(context, prompt, rendered, _count(renderer, rendered, context))
+
+
+def count_with(fitted: Fitted[B], suffix: str, renderer: Renderer) -> int:
+    """The tokens of the rendered prompt with ``suffix`` after it: RULER's size search measures
+    each try with its answer appended (``benchmarks/ruler/size_search.py``)."""
+    return fitted.prompt_tokens if not suffix else \
+        _count(renderer, fitted.rendered + suffix, fitted.context)
 
 
 def _count(renderer: Renderer, rendered: str, context: Built) -> int:

@@ -15,17 +15,23 @@ HELMET's ``from utils import ...`` works) without its top-level names (``utils``
 (the code that generated HELMET's recall files) from RULER's git history
 (``$LCEVAL_RULER_GIT``, by default ``../.mirror/NVIDIA+RULER/repo`` beside ``../shared``); its
 tests skip with one reason when that history is absent.
+
+``lifelong_notebook`` runs the code cells of Lifelong-ICL's analysis notebook
+(``playground/analysis_niath.ipynb``, where its pass/fail verdict lives) at the pinned commit,
+read from Lifelong-ICL's git history (``$LCEVAL_LIFELONG_GIT``, by default
+``../.mirror/INK-USC+Lifelong-ICL/repo``): the pinned copy holds its code but not the notebook.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import datasets
@@ -45,6 +51,13 @@ ABSENT = (f"{NOT_CONFIGURED} ($LCEVAL_REFERENCE is unset and {REFERENCE} is abse
 RULER_GIT = Path(os.environ.get("LCEVAL_RULER_GIT")
                  or REFERENCE.parents[1] / ".mirror" / "NVIDIA+RULER" / "repo")
 """A git repository of NVIDIA/RULER with its history (bare or not)."""
+LIFELONG_GIT = Path(os.environ.get("LCEVAL_LIFELONG_GIT")
+                    or REFERENCE.parents[1] / ".mirror" / "INK-USC+Lifelong-ICL" / "repo")
+"""A git repository of INK-USC/Lifelong-ICL with the pinned commit (bare or not)."""
+PINNED_LIFELONG = "6ff2c253aed6846a737b667f9f7902fb77c32ca9"
+NOTEBOOK = "playground/analysis_niath.ipynb"
+NOTEBOOK_FUNCTIONS = ("sign", "get_loc", "get_one_matrix")
+"""What the notebook defines for its pass/fail heatmap (its other cells read results and plot)."""
 NEW_FILES = {"scripts/data/manifest_utils.py"}
 """Scripts RULER added after 2024 (its 2024 scripts import NeMo's instead)."""
 PINNED_RULER = RULER_CODES[1]
@@ -211,6 +224,38 @@ def _copied(commit: str, into: Path) -> Path:
     (into / WORD_LIST).parent.mkdir(parents=True, exist_ok=True)
     (into / WORD_LIST).write_text("{}")
     return into
+
+
+@pytest.fixture(scope="session")
+def lifelong_notebook(reference: Callable[..., ModuleType]) -> SimpleNamespace:
+    """The functions of Lifelong-ICL's analysis notebook at the pinned commit, run from its code
+    cells (with pandas, numpy and os, which its first cell imports along with matplotlib)."""
+    if not (LIFELONG_GIT / "objects").is_dir() and not (LIFELONG_GIT / ".git").is_dir():
+        pytest.skip(f"Lifelong-ICL's git history is not at {LIFELONG_GIT}: clone "
+                    f"https://github.com/INK-USC/Lifelong-ICL there (or set "
+                    f"$LCEVAL_LIFELONG_GIT) to run the verdict of its analysis notebook")
+    import numpy
+    import pandas
+
+    shown = subprocess.run(["git", "-C", str(LIFELONG_GIT), "show",
+                            f"{PINNED_LIFELONG}:{NOTEBOOK}"], capture_output=True, text=True)
+    if shown.returncode:
+        pytest.fail(f"{LIFELONG_GIT} lacks {NOTEBOOK} at {PINNED_LIFELONG}: fetch the "
+                    f"repository's history", pytrace=False)
+    namespace: dict[str, Any] = {"pd": pandas, "np": numpy, "os": os}
+    for cell in json.loads(shown.stdout)["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and any(f"{name} =" in source or f"def {name}(" in source
+                                               for name in NOTEBOOK_FUNCTIONS):
+            exec(compile(source, NOTEBOOK, "exec"), namespace)  # noqa: S102 (the oracle's code)
+    missing = [name for name in NOTEBOOK_FUNCTIONS if name not in namespace]
+    assert not missing, f"{NOTEBOOK} defines no {missing}"
+    # Its sign() indexes a tuple with ``t < 0``: NumPy 2 refuses an np.bool_ index, which the
+    # NumPy it ran on took as 0 or 1; its t-test's numbers as Python floats make it a bool.
+    ttest_rel = namespace["ttest_rel"]
+    namespace["ttest_rel"] = lambda *args, **kwargs: tuple(
+        float(value) for value in ttest_rel(*args, **kwargs))
+    return SimpleNamespace(**{name: namespace[name] for name in NOTEBOOK_FUNCTIONS})
 
 
 @pytest.fixture(scope="session")

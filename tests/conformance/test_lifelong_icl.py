@@ -6,9 +6,9 @@ model in place of vLLM, launched through ``cli.py`` so that every argument has t
 own default; the prompts it would send are compared with the project's, byte for byte. The rank
 decision (``model/vllm.py`` and ``model/openai.py`` ``rank_postprocess``) and the accuracy
 (``utils.py`` ``evaluate``) are compared on the same option scores, and the verdict on the same
-per-resample accuracies with the rule of the reference's analysis notebook
-(``playground/analysis_niath.ipynb``: ``ttest_rel(lifelong, single)``, a decision when
-p < 0.05, signed by t), which the pinned copy leaves out, so the rule is restated here.
+per-resample accuracies by the reference's analysis notebook (``playground/analysis_niath.ipynb``
+at the pinned commit, which the pinned copy leaves out: its ``get_one_matrix`` run from its own
+code cells, read from Lifelong-ICL's git history, on results files written from the tables).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from scipy import stats
 from shared_data import SHARED_DATA
 
 from pytest_lceval.benchmarks.task_haystack.config import HaystackSettings, LengthSetting
@@ -588,13 +587,55 @@ def test_accuracy_is_the_references(ref: SimpleNamespace, conformance: Any) -> N
     conformance.record(CATEGORY, "outputs", compared, identical)
 
 
-def reference_verdict(lifelong: Sequence[float], single: Sequence[float]) -> int:
-    """The analysis notebook's rule: ttest_rel(lifelong, single); -1 (fail) or +1 by the sign
-    of t when p < 0.05, else 0 (a NaN t or p is 0)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # nearly identical groups
-        t, p = stats.ttest_rel(lifelong, single)
-    return (-1 if t < 0 else 1) * int(p < 0.05)
+NOTEBOOK_TASKS = 8
+"""Tables the notebook judges per call: one task each at its own position of an 8-task stream,
+so that each of its 8 depth bins holds one task's verdict."""
+
+
+def notebook_verdicts(notebook: SimpleNamespace, tables: Sequence[tuple[list[float], list[float]]],
+                      folder: Path) -> list[int]:
+    """Each (lifelong, single) table's verdict as the notebook's ``get_one_matrix`` decides it
+    (-1 fail, 0 pass, +1 significantly better), from results files in the drivers' format: a
+    task's recall rows in resample order for each of the 5 permutations, which all put the task
+    at its own position, and its baseline rows at 2 shots. The notebook averages a position's
+    verdicts over the permutations and the positions over 8 bins: one task per bin and the same
+    rows in every permutation leave each bin that task's verdict."""
+    import pandas
+
+    verdicts: list[int] = []
+    for start in range(0, len(tables), NOTEBOOK_TASKS):
+        batch = tables[start:start + NOTEBOOK_TASKS]
+        names = [f"task{index}" for index in range(NOTEBOOK_TASKS)]
+        recall = [{"task_name": names[index], "permutation_id": permutation,
+                   "fewshot_sample_id": resample, "accuracy": accuracy}
+                  for permutation in range(5) for index, (life, _) in enumerate(batch)
+                  for resample, accuracy in enumerate(life)]
+        baseline = [{"task_name": names[index], "n_shot_per_class": 2,
+                     "train_set_id": resample, "accuracy": accuracy}
+                    for index, (_, single) in enumerate(batch)
+                    for resample, accuracy in enumerate(single)]
+        recall_dir, baseline_dir = folder / f"recall{start}", folder / f"baseline{start}"
+        recall_dir.mkdir()
+        baseline_dir.mkdir()
+        pandas.DataFrame(recall).to_csv(recall_dir / "results.csv")
+        pandas.DataFrame(baseline).to_csv(baseline_dir / "results.csv")
+        pandas.DataFrame([names[:len(batch)]] * 5).to_csv(recall_dir / "permutations.csv")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # identical groups; empty bins
+            bins = notebook.get_one_matrix(str(baseline_dir), str(recall_dir),
+                                           n_task=len(batch), n_shot=2)
+        verdicts += [int(value) for value in bins[:len(batch)]]
+    return verdicts
+
+
+def verdict_agreement(notebook: SimpleNamespace,
+                      tables: Sequence[tuple[list[float], list[float]]],
+                      folder: Path) -> tuple[int, int]:
+    """How many of ``tables`` get the notebook's verdict from the project's paired verdict."""
+    theirs = notebook_verdicts(notebook, tables, folder)
+    ours = [paired_verdict(dict(enumerate(life)), dict(enumerate(single))).value
+            for life, single in tables]
+    return len(tables), sum(a == b for a, b in zip(ours, theirs, strict=True))
 
 
 def accuracy_tables(rng: random.Random) -> Iterator[tuple[list[float], list[float]]]:
@@ -623,15 +664,14 @@ def accuracy_tables(rng: random.Random) -> Iterator[tuple[list[float], list[floa
                             rng.choice([-0.01, 0.0, 0.01]))) for a in single], single
 
 
-def test_verdict_is_the_references(drive: Callable[..., ReferenceRun], conformance: Any) -> None:
-    """The project's paired verdict against the notebook's rule, on 300 tables of paired
-    accuracies and on the reference's own tables (recall on the paper's 16 tasks, 2 shots, 5
-    permutations, against run_baseline.py's 2-shot rows), paired by resample id.
-
-    The rule cannot come from the reference's own code path: it lives in
-    ``playground/analysis_niath.ipynb``, which the pinned copy does not hold, so
-    ``reference_verdict`` restates it (``ttest_rel``, ``sign(t) * (p < 0.05)``); what the
-    reference decides for itself here is the tables (its drivers' results files)."""
+def test_verdict_is_the_references(drive: Callable[..., ReferenceRun],
+                                   lifelong_notebook: SimpleNamespace, conformance: Any,
+                                   tmp_path: Path) -> None:
+    """The project's paired verdict against the one the notebook's own ``get_one_matrix``
+    computes, on 300 tables of paired accuracies and on the reference's own tables (recall on
+    the paper's 16 tasks, 2 shots, 5 permutations, against run_baseline.py's 2-shot rows),
+    paired by resample id (the notebook pairs rows in file order: the files hold them in
+    resample order)."""
     rng = random.Random(37)
     tables = list(accuracy_tables(rng))
     recall = drive(ALL64, *ARGUMENTS["recall"], "--n_task", "16", "--n_shot", "2",
@@ -644,11 +684,7 @@ def test_verdict_is_the_references(drive: Callable[..., ReferenceRun], conforman
         life = group.sort_values("fewshot_sample_id")
         assert life["fewshot_sample_id"].tolist() == pairs["train_set_id"].tolist()
         tables.append((life["accuracy"].tolist(), pairs["accuracy"].tolist()))
-    compared = identical = 0
-    for life, single_acc in tables:
-        verdict = paired_verdict(dict(enumerate(life)), dict(enumerate(single_acc)))
-        compared += 1
-        identical += verdict.value == reference_verdict(life, single_acc)
+    compared, identical = verdict_agreement(lifelong_notebook, tables, tmp_path)
     assert compared >= 300
     assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)

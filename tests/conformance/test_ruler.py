@@ -27,10 +27,12 @@ from typing import Any
 
 import datasets
 import pytest
+import yaml
 from shared_data import SHARED_DATA
 
 from pytest_lceval.benchmarks.ruler import tasks as recall
 from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
+from pytest_lceval.benchmarks.ruler.filler_items import shared_stream
 from pytest_lceval.benchmarks.ruler.niah import NiahTask
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.foundation.data import DataSource
@@ -96,11 +98,11 @@ def essays() -> tuple[tuple[str, ...], list[str]]:
     return texts, re.sub(r"\s+", " ", "".join(texts)).split(" ")
 
 
-def build_cases(task: Any, smollm2: Any) -> list[Case]:
+def build_cases(task: Any, smollm2: Any, lengths: Sequence[int] = LENGTHS) -> list[Case]:
     context = BuildContext(smollm2, smollm2.renderer.without_template(),
                            DataSource(SHARED_DATA), 42)
     cases = []
-    for length in LENGTHS:
+    for length in lengths:
         for depth in (DEPTHS if task.uses_depth else (None,)):
             cases += task.build(Cell("recall", task.name, length, depth, SAMPLES), context)
     return cases
@@ -143,33 +145,46 @@ class Replay:
 
 def ruler_context(niah: ModuleType, commit: str, task: str, case: Case, words: list[str],
                   sentences: int | None, patch: pytest.MonkeyPatch) -> str:
+    configure(niah, commit, task, "{context}", words, patch)
+    replay(niah, task, case, _filler_lines(case), case.meta["haystack_units"], sentences, patch)
+    text, answers = niah.generate_input_output(case.meta["haystack_units"])
+    assert answers == list(case.gold)
+    return str(text)
+
+
+def configure(niah: ModuleType, commit: str, task: str, template: str, words: list[str],
+              patch: pytest.MonkeyPatch) -> None:
+    """RULER's arguments for ``task`` (its synthetic.yaml), and its haystack (``words`` for an
+    essay)."""
     haystack, key_type, value_type, keys, values, queries = RULER_ARGS[task]
-    args = niah.args
     named = NOISE[commit] if haystack == "noise" else haystack
     for name, value in (("type_haystack", named), ("type_needle_k", key_type),
                         ("type_needle_v", value_type), ("num_needle_k", keys),
                         ("num_needle_v", values), ("num_needle_q", queries),
-                        ("template", "{context}")):
-        patch.setattr(args, name, value)
+                        ("template", template)):
+        patch.setattr(niah.args, name, value)
+    if haystack == "needle":
+        patch.setattr(niah, "haystack", niah.needle)
+    elif haystack == "essay":
+        patch.setattr(niah, "haystack", words)
+    # the noise haystack is the line RULER set at import (the script was run with noise)
+
+
+def replay(niah: ModuleType, task: str, case: Case, filler: Sequence[str], units: int,
+           sentences: int | None, patch: pytest.MonkeyPatch) -> None:
+    """RULER's draws for ``case`` at a haystack of ``units``: the case's needles, ``filler``
+    (lines of a needle haystack) and placements."""
+    haystack, _, _, keys, values, _ = RULER_ARGS[task]
     needles = case.meta["needles"]
     atoms = [part for text, *_ in needles for part in _needle_parts(text)]
     atoms = _ruler_order(atoms, keys, values)
     if haystack == "needle":
-        atoms += [part for line in _filler_lines(case) for part in _needle_parts(line)]
-    units = case.meta["haystack_units"]
+        atoms += [part for line in filler for part in _needle_parts(line)]
     drawn = list(dict.fromkeys(atoms[:2 * keys * values:2] if values == 1 else atoms[:1]))
-    replay = Replay(atoms, needles, sentences if sentences is not None else units, keys,
-                    [drawn.index(key) for key in case.meta["keys"]])
-    patch.setattr(niah, "generate_random", replay.generate_random)
-    patch.setattr(niah, "random", replay)
-    if haystack == "essay":
-        patch.setattr(niah, "haystack", words)
-    elif haystack == "needle":
-        patch.setattr(niah, "haystack", niah.needle)
-    # the noise haystack is the line RULER set at import (the script was run with noise)
-    text, answers = niah.generate_input_output(units)
-    assert answers == list(case.gold)
-    return str(text)
+    replayed = Replay(atoms, needles, sentences if sentences is not None else units, keys,
+                      [drawn.index(key) for key in case.meta["keys"]])
+    patch.setattr(niah, "generate_random", replayed.generate_random)
+    patch.setattr(niah, "random", replayed)
 
 
 def _needle_parts(text: str) -> list[str]:
@@ -251,6 +266,81 @@ def test_niah_prompts_are_rulers_contexts_in_helmets_template(
     conformance.record("RULER", "prompts", len(cases), identical, option)
     if commit == HELMET_RULER:  # HELMET's prompts are the same for both
         conformance.record("HELMET load_ruler", "prompts", len(cases), identical, option)
+
+
+@pytest.mark.skipif(not HAS_ESSAYS, reason=f"no essays at {SHARED_DATA / 'pg_essays'}")
+@pytest.mark.parametrize("task_name", NIAH)
+def test_niah_haystack_size_is_rulers_search(
+        task_name: str, niah: Callable[[str], ModuleType], helmet_data: ModuleType,
+        essays: tuple[tuple[str, ...], list[str]], smollm2: Any, conformance: Any,
+        tmp_path: Path) -> None:
+    """How many essay words, noise lines or filler needles a case gets is RULER's decision:
+    f682453's ``generate_samples`` (its search upward by its steps, then its check of the
+    sample) runs on each case's own draws with the model's tokenizer, the cell's length, the
+    task's generation budget and the template the model reads (HELMET's, which RULER turns
+    singular for one-answer tasks as it does its own), and the size it writes the sample at
+    must be the project's ``haystack_units``, the sample the project's prompt.
+
+    Not RULER's here: it searches once per file with draws of its own, then writes every sample
+    at that size; here each try is made of the case's own needles and filler
+    (``size_search``)."""
+    compared, identical = size_agreement(niah(HELMET_RULER), helmet_data, essays[1], smollm2,
+                                         tmp_path, task_name)
+    assert identical == compared > 0
+    conformance.record("RULER", "choices", compared, identical)
+
+
+def size_agreement(generator: ModuleType, helmet_data: ModuleType, words: list[str],
+                   smollm2: Any, tmp_path: Path, task_name: str,
+                   lengths: Sequence[int] = LENGTHS) -> tuple[int, int]:
+    """How many of the project's cases of ``task_name`` (built afresh) have the haystack size
+    and the prompt RULER's ``generate_samples`` writes."""
+    template = helmet_data.load_ruler("ruler_niah_mv", _one_row(tmp_path))["prompt_template"]
+    task = next(t for t in recall.tasks() if t.name == task_name)
+    assert isinstance(task, NiahTask)
+    compared = identical = 0
+    for case in build_cases(task, smollm2, lengths):
+        length = next(size for size in lengths if case.total_tokens <= size)
+        units, written = ruler_units(generator, task_name, case, words, length, template,
+                                     smollm2, tmp_path)
+        compared += 1
+        identical += units == case.meta["haystack_units"] and written == case.prompt
+    return compared, identical
+
+
+def ruler_units(generator: ModuleType, task_name: str, case: Case, words: list[str],
+                length: int, template: str, smollm2: Any, tmp_path: Path) -> tuple[int, str]:
+    """The haystack size RULER's ``generate_samples`` writes ``case`` at, and the sample, every
+    try it
+    measures made of the case's needles and its filler (the project's stream of filler
+    needles, read past the case's own lines for larger tries)."""
+    haystack = RULER_ARGS[task_name][0]
+    filler: list[str] = []
+    if haystack == "needle":
+        stream = shared_stream(smollm2, (task_name, 42, case.index), lambda: iter(()))
+        filler = [stream[i].text.lstrip("\n") for i in range(4 * case.meta["haystack_units"])]
+    sentences = None
+    if haystack == "essay":
+        sentences = len(generator.sent_tokenize(
+            " ".join(words[:case.meta["haystack_units"]]).strip()))
+    tried: list[int] = []
+    generate = generator.generate_input_output
+
+    def measured(units: int) -> tuple[str, list[str]]:
+        tried.append(units)
+        with pytest.MonkeyPatch.context() as draws:
+            replay(generator, task_name, case, filler[:units], units, sentences, draws)
+            text, answers = generate(units)
+        assert answers == list(case.gold)
+        return text, answers
+
+    with pytest.MonkeyPatch.context() as patch:
+        configure(generator, HELMET_RULER, task_name, template, words, patch)
+        patch.setattr(generator.args, "tokens_to_generate", case.max_new_tokens)
+        patch.setattr(generator.args, "max_seq_length", length)
+        patch.setattr(generator, "generate_input_output", measured)
+        [written] = generator.generate_samples(1, length, str(tmp_path))
+    return tried[-1], str(written["input"])
 
 
 # -- scorers ------------------------------------------------------------------------------------
@@ -335,6 +425,17 @@ def _one_row(tmp: Path) -> str:
 
 def test_json_kv_prompts_and_scores_are_helmets(helmet_data: ModuleType, smollm2: Any,
                                                 conformance: Any, tmp_path: Path) -> None:
+    """HELMET's ``load_json_kv`` (with the shots of its ``configs/recall.yaml``) formats each
+    row into the prompt the project wrote, and its ``post_process`` scores hostile outputs as
+    the project does.
+
+    What HELMET cannot decide here: the JSON object and the demonstrations' pairs. HELMET builds
+    no JSON KV context: ``load_json_kv`` reads rows whose ``context`` and ``demos`` are already
+    written (its data release, ``data/json_kv/test_k{50..1800}_dep6.jsonl``, made by a script
+    that no commit of HELMET holds, and not in ``../shared/data``). So the rows are cut out of
+    the project's prompt: the object and the demonstrations' (key, value) pairs are the
+    project's; the number of demonstrations shown, their template and the prompt's are
+    HELMET's."""
     task = builtin_task("json_kv")
     cases = build_cases(task, smollm2)
     rows = []
@@ -346,7 +447,8 @@ def test_json_kv_prompts_and_scores_are_helmets(helmet_data: ModuleType, smollm2
                      case.meta["pairs"], "answer": case.gold[0]})
     path = tmp_path / "json_kv.jsonl"
     datasets.Dataset.from_list(rows).to_json(str(path))
-    loaded = helmet_data.load_json_kv(str(path), shots=2)
+    config = Path(helmet_data.__file__).parent / "configs" / "recall.yaml"
+    loaded = helmet_data.load_json_kv(str(path), shots=yaml.safe_load(config.read_text())["shots"])
     expected = [loaded["prompt_template"].format(**row) for row in loaded["data"]]
     for case, want in zip(cases, expected, strict=True):
         assert case.prompt == want

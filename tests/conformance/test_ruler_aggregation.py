@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from pytest_lceval.benchmarks.ruler import tasks as recall
-from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
+from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES, case_rngs
 from pytest_lceval.benchmarks.ruler.common_words import wonderwords
 from pytest_lceval.benchmarks.ruler.variable_tracking import Example
 from pytest_lceval.builtin_suites import builtin_tasks
@@ -54,12 +54,13 @@ def option(commit: str) -> str | None:
     return None if commit == HELMET_RULER else f"--lceval-ruler {commit}"
 
 
-def cases_of(name: str, commit: str, smollm2: Any) -> list[tuple[int, Case]]:
+def cases_of(name: str, commit: str, smollm2: Any,
+             samples: int = SAMPLES) -> list[tuple[int, Case]]:
     """The project's cases (with their cell length) under ``--lceval-ruler commit``."""
     task = next(t for t in recall.tasks(ruler=commit) if t.name == name)
     context = BuildContext(smollm2, smollm2.renderer.without_template(), DataSource(None), SEED)
     return [(length, case) for length in LENGTHS[name]
-            for case in task.build(Cell("recall", name, length, None, SAMPLES), context)]
+            for case in task.build(Cell("recall", name, length, None, samples), context)]
 
 
 def base_template(ruler: Callable[..., ModuleType], commit: str, task: str) -> str:
@@ -262,6 +263,167 @@ def _fwe_draws(case: Case) -> SimpleNamespace:
         return SimpleNamespace(shuffle=lambda words: words.sort(key=lambda w: rank.get(w, 0)))
 
     return SimpleNamespace(choices=choices, Random=generator)
+
+
+# -- sizes --------------------------------------------------------------------------------------
+
+
+def test_sizes_are_rulers_search(ruler: Callable[..., ModuleType], smollm2: Any,
+                                 helmet_data: ModuleType, conformance: Any,
+                                 tmp_path: Path) -> None:
+    """How many noise lines (VT), distinct words (CWE) and what Zipf n (FWE) a case gets is
+    RULER f682453's decision: its own search (``sys_vartrack_w_noise_random``,
+    ``sys_word_pair_random``, ``generate_input_output`` of FWE) runs on each case's draws with
+    the model's tokenizer, the cell's length and the task's generation budget, and the size it
+    writes the sample at must be the project's.
+
+    What RULER measures is the prompt the model reads: VT, the task in HELMET's template (RULER
+    counts its example apart, as f682453 does); CWE, its example in its own base template (as
+    HELMET's files hold it) and the task in HELMET's (``ExampleThenTask``), so that the sample
+    it writes is the project's prompt; FWE, HELMET's template. Not RULER's: FWE's limit is the
+    length less the generation budget (f682453 lets the prompt alone take the length), and the
+    tries are made of the case's own draws where RULER searches once per file with its own
+    (``benchmarks/ruler/size_search.py``)."""
+    compared, identical = sizes_agreement(ruler, helmet_data, smollm2, tmp_path)
+    assert identical == compared > 0
+    conformance.record("RULER", "choices", compared, identical)
+
+
+def sizes_agreement(ruler: Callable[..., ModuleType], helmet_data: ModuleType, smollm2: Any,
+                    tmp_path: Path, names: tuple[str, ...] = ("vt", "cwe", "fwe"),
+                    samples: int = SAMPLES) -> tuple[int, int]:
+    """How many of the project's cases (built afresh) have the size RULER's search writes."""
+    tasks = {"vt": "variable_tracking", "cwe": "common_words_extraction",
+             "fwe": "freq_words_extraction"}
+    units_of = {"vt": vt_units, "cwe": cwe_units, "fwe": fwe_units}
+    compared = identical = 0
+    for name in names:
+        generator = ruler(HELMET_RULER, tasks[name], **(
+            {"tokens_to_generate": RULER_VT_TOKENS} if name == "vt" else {}))
+        templates = (base_template(ruler, HELMET_RULER, tasks[name]),
+                     helmet_template(helmet_data, name, tmp_path))
+        for length, case in cases_of(name, HELMET_RULER, smollm2, samples):
+            theirs = units_of[name](generator, templates, smollm2, case, length, tmp_path)
+            ours = len(case.meta["words"]) if name == "cwe" else case.meta[UNITS[name]]
+            compared += 1
+            identical += theirs == ours
+    return compared, identical
+
+
+UNITS = {"vt": "noise_lines", "fwe": "zipf_n"}
+"""Where a case records its size (CWE: the distinct words it lists, ``words``)."""
+
+
+def helmet_template(helmet_data: ModuleType, name: str, tmp_path: Path) -> str:
+    """HELMET's prompt template of a RULER task, without its example."""
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"context": "", "query": "", "outputs": ["x"]}\n')
+    template = helmet_data.load_ruler(HELMET_NAMES[name], str(path))["prompt_template"]
+    return str(template).replace("{example}", "")
+
+
+def recording(module: ModuleType, patch: pytest.MonkeyPatch) -> list[int]:
+    """The first argument of every ``generate_input_output`` RULER's search makes."""
+    tried: list[int] = []
+    generate = module.generate_input_output
+
+    def recorded(size: int, *args: Any, **kwargs: Any) -> Any:
+        tried.append(size)
+        return generate(size, *args, **kwargs)
+
+    patch.setattr(module, "generate_input_output", recorded)
+    return tried
+
+
+Templates = tuple[str, str]
+"""A task's template in RULER's base form, and HELMET's without its example."""
+
+
+def vt_units(vt: ModuleType, templates: Templates, smollm2: Any, case: Case, length: int,
+             tmp_path: Path) -> int:
+    example_seed = case_seed(SEED, "vt", "example")
+    drawn = Example.draw(smollm2, HELMET_RULER, example_seed).chain
+    replay = ChainReplay()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vt, "random", replay)
+        patch.setattr(vt, "np", replay.np)
+        patch.setattr(vt.args, "template", templates[0])
+        patch.setattr(vt.args, "tokens_to_generate", int(RULER_VT_TOKENS))
+        replay.chain(drawn.names, case.meta["example_chain"]["value"], example_seed)
+        icl = vt.sys_vartrack_w_noise_random(num_samples=1, max_seq_length=500,
+                                             incremental=5, num_chains=1, num_hops=4)[0]
+        replay.chain(list(case.gold), case.meta["value"],
+                     case_seed(SEED, "vt", case.index, "positions"))
+        patch.setattr(vt.args, "template", templates[1])
+        patch.setattr(vt.args, "tokens_to_generate", case.max_new_tokens)
+        tried = recording(vt, patch)
+        vt.sys_vartrack_w_noise_random(num_samples=1, max_seq_length=length, num_chains=1,
+                                       num_hops=4, icl_example=icl)
+    return tried[-1]
+
+
+def cwe_units(cwe: ModuleType, templates: Templates, smollm2: Any, case: Case, length: int,
+              tmp_path: Path) -> int:
+    """Each try of RULER's search draws the case's example words, then the first n words of
+    the case's order of the vocabulary (the project's draw, read past the case's own words)."""
+    rng, _ = case_rngs(SimpleNamespace(seed=SEED), "cwe", case.index)
+    vocabulary = wonderwords()
+    order = rng.sample(vocabulary, len(vocabulary))
+    assert order[:len(case.meta["words"])] == case.meta["words"]
+    examples = case.meta["example_words"]
+    seed = case_seed(SEED, "cwe", case.index, "order")
+    sizes: list[int] = []
+
+    def sample(population: list[str], k: int) -> list[str]:
+        sizes.append(k)
+        return list(examples) if len(sizes) % 2 else order[:k]  # the example's, the list's
+
+    draws = SimpleNamespace(sample=sample, Random=lambda _: random.Random(f"{seed}:{sizes[-1]}"))
+    template = ExampleThenTask(templates[0], "\n" + templates[1])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cwe, "random", draws)
+        patch.setattr(cwe.args, "template", template)
+        patch.setattr(cwe.args, "max_seq_length", length)
+        patch.setattr(cwe.args, "tokens_to_generate", case.max_new_tokens)
+        tried = recording(cwe, patch)
+        [written] = cwe.sys_word_pair_random(num_samples=1, max_seq_length=length,
+                                             save_dir=str(tmp_path), incremental=10)
+    return tried[-1] if written["input"] == case.prompt else -1  # -1: another prompt
+
+
+class ExampleThenTask(str):
+    """CWE's one template, as RULER formats it twice per try: its example in RULER's own
+    template (as HELMET's files hold it), then the task in the template the model reads
+    (HELMET's, after the blank line HELMET puts after the example)."""
+
+    task: str
+    formatted: int
+
+    def __new__(cls, example: str, task: str) -> ExampleThenTask:
+        template = super().__new__(cls, example)
+        template.task, template.formatted = task, 0
+        return template
+
+    def format(self, *args: Any, **kwargs: Any) -> str:
+        self.formatted += 1
+        return str.format(self if self.formatted % 2 else self.task, *args, **kwargs)
+
+
+def fwe_units(fwe: ModuleType, templates: Templates, smollm2: Any, case: Case, length: int,
+              tmp_path: Path) -> int:
+    """RULER's search for n (from ``limit // 6`` by ``limit // 32``), then its check of the
+    sample, each on the case's coded words."""
+    limit = length - case.max_new_tokens
+    size = len(case.meta["coded_words"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fwe.args, "template", templates[1])
+        patch.setattr(fwe, "random", _fwe_draws(case))
+        _, _, searched = fwe.generate_input_output(limit, vocab_size=size,
+                                                   incremental=limit // 32)
+        patch.setattr(fwe, "random", _fwe_draws(case))
+        _, _, written = fwe.generate_input_output(limit, num_words=searched, vocab_size=size,
+                                                  incremental=limit // 32)
+    return int(written)
 
 
 # -- budgets ------------------------------------------------------------------------------------

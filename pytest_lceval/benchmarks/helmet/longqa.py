@@ -43,11 +43,14 @@ draws them, unseeded, from the train split; here from questions about other summ
 file, seeded per case); ∞Bench's are ``[story text]\\nQuestion: ...\\nAnswer: a`` with the story
 elided, from questions about other documents of the file, seeded per question.
 
-Length: HELMET cuts a document's end at a fixed Llama-2 token count and appends
-" ... [the rest of the text is omitted]"; here the cut (same marker) is placed so that the whole
-rendered prompt plus the generation budget fits the cell's budget exactly. ∞Bench's documents
-are all longer than HELMET's contexts (it keeps only those: ``filter_length``); L-Eval's are not,
-so a question whose document cannot fill the cell is not asked there. Questions come in one
+Length: HELMET cuts a document's end at a fixed token count for the length and appends
+" ... [the rest of the text is omitted]", then cuts the context again if the prompt still
+overflows; under ``--lceval-context-size reference`` (default) here too (``helmet_cut``: N =
+length - 200 - generation budget, in the length tokenizer). Under ``fill`` the cut (same marker)
+is placed so that the whole rendered prompt plus the generation budget fills the cell.
+∞Bench's documents are all longer than HELMET's contexts (it keeps only those:
+``filter_length``); L-Eval's are not, so a question whose document HELMET's cut would not
+shorten (``fill``: that cannot fill the cell) is not asked there. Questions come in one
 seeded order per task (run seed and task only): NarrativeQA's first N are asked at every length;
 ∞Bench's are the first N of that order whose document fills the cell, the same questions at
 every length their documents fill (fewer than N when fewer documents are long enough; none: the
@@ -69,7 +72,8 @@ from ...models.base import Tokenizer
 from ...results.records import Case
 from ...results.score_metric import CHOICE_ACCURACY, ROUGE_L_F1, ScoreMetric
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
-from ...tasks.fitting import Fitted, Frame, fit, window
+from ...tasks.context_size import REFERENCE
+from ...tasks.fitting import Fitted, Frame, fit, render, window
 from ...tasks.judged import Rubric
 from ...tasks.metrics import (
     OUTPUT_PREFIX,
@@ -79,6 +83,7 @@ from ...tasks.metrics import (
     rouge_f1,
 )
 from ...tasks.packing import Packer, depth_of
+from .helmet_cut import MARGIN, helmet_count, truncation_budget
 from .longqa_data import (
     LETTERS,
     LEVAL,
@@ -93,6 +98,7 @@ from .longqa_data import (
     read_leval_qa,
     read_narrativeqa,
 )
+from .pipeline import context_that_fits
 
 USE_CHAT_TEMPLATE = True
 """HELMET's ``use_chat_template`` for long QA (configs/longqa.yaml)."""
@@ -293,10 +299,27 @@ class LongQATask:
     """A uniform guess's expected score (multiple choice), recorded per case."""
     uses_depth: bool = False
     use_chat_template: bool = USE_CHAT_TEMPLATE
+    size: str = REFERENCE
+    """``--lceval-context-size``: HELMET's cut for the length (``helmet_cut``) or the filled
+    cell."""
 
     @property
     def max_new_tokens(self) -> int:
         return self.style.max_new_tokens
+
+    def helmet_cut(self, length: int) -> int:
+        """HELMET's token count for this task's documents at ``length``."""
+        return helmet_count(length, MARGIN, self.max_new_tokens)
+
+    def reference_fit(self, frame: Frame, cut: Context, context: BuildContext, length: int,
+                      what: str) -> Fitted[Context]:
+        """The prompt around a document HELMET's ``truncate_llama2`` cut, after the further cut
+        of its ``tokenize`` when the prompt and the budget still exceed ``length``."""
+        kept = context_that_fits(context, frame.prompt, cut.text, length - self.max_new_tokens,
+                                 f"{what}: the prompt leaves nothing of the document")
+        if kept != cut.text:
+            cut = replace(cut, text=kept, tokens=len(context.tokenizer.encode(kept)))
+        return render(frame, cut, context.renderer)
 
     def missing_data(self, data: DataSource) -> str | None:
         return self.layout.missing(data)
@@ -368,13 +391,29 @@ class NarrativeQATask(LongQATask):
         fill = StoryFill(collection.documents, question.document, pads, rng.random(), context)
         what = f"{self.name} at {cell.length} tokens"
         shown = [collection.questions[demo] for demo in demos]
-        fitted = fit(frame(self.style, shown, question, context.renderer.uses_template), fill,
-                     context.renderer, cell.length, self.max_new_tokens, fill.least, what)
-        total = fitted.prompt_tokens + self.max_new_tokens
-        if total < window(cell.length)[0]:
+        around = frame(self.style, shown, question, context.renderer.uses_template)
+        if self.size == REFERENCE:
+            budget = truncation_budget(self.helmet_cut(cell.length), context.renderer)
+            placed = fill(budget)
+            # HELMET cuts the document's own tokens: the stories joined, through the one after
+            # the cut one (their summed counts can be off by a merge where they meet)
+            document = SEPARATOR.join(collection.documents[story]
+                                      for story in placed.order[:placed.documents + 1])
+            cut = Truncation(document, context.tokenizer.encode(document), fill.marker_tokens,
+                             context.tokenizer)(budget)
+            cut = replace(cut, documents=placed.documents, position=placed.position,
+                          order=placed.order)
+            fitted = self.reference_fit(around, cut, context, cell.length, what)
+            short = not placed.cut
+        else:
+            fitted = fit(around, fill, context.renderer, cell.length, self.max_new_tokens,
+                         fill.least, what)
+            short = fitted.prompt_tokens + self.max_new_tokens < window(cell.length)[0]
+        if short:
             raise CellDoesNotFit(f"{what}: every other plot summary of {collection.path} is in "
-                                 f"the context and the prompt takes {total} tokens, short of "
-                                 f"the cell: use a shorter length")
+                                 f"the context and the prompt takes "
+                                 f"{fitted.prompt_tokens + self.max_new_tokens} tokens, short "
+                                 f"of the cell: use a shorter length")
         story = collection.documents[question.document]
         meta = {"stories": fitted.context.documents, "story_position": fitted.context.position,
                 "story_order": fitted.context.order,
@@ -406,20 +445,28 @@ class InfBenchTask(LongQATask):
                 ids[question.document] = context.tokenizer.encode(document)
             tokens = ids[question.document]
             longest = max(longest, overhead + len(tokens) + self.max_new_tokens)
-            if overhead + len(tokens) + self.max_new_tokens < low:
-                continue  # too short to fill the cell (HELMET's filter_length)
-            fitted = fit(around, Truncation(document, tokens, marker_tokens, context.tokenizer),
-                         context.renderer, cell.length, self.max_new_tokens, marker_tokens + 1,
-                         f"{self.name} at {cell.length} tokens")
-            if fitted.prompt_tokens + self.max_new_tokens < low:
-                continue
+            truncation = Truncation(document, tokens, marker_tokens, context.tokenizer)
+            what = f"{self.name} at {cell.length} tokens"
+            if self.size == REFERENCE:
+                count = self.helmet_cut(cell.length)
+                if len(tokens) <= count:
+                    continue  # HELMET's cut would not shorten it (its filter_length)
+                cut = truncation(truncation_budget(count, context.renderer))
+                fitted = self.reference_fit(around, cut, context, cell.length, what)
+            else:
+                if overhead + len(tokens) + self.max_new_tokens < low:
+                    continue  # too short to fill the cell (HELMET's filter_length)
+                fitted = fit(around, truncation, context.renderer, cell.length,
+                             self.max_new_tokens, marker_tokens + 1, what)
+                if fitted.prompt_tokens + self.max_new_tokens < low:
+                    continue
             cases.append(self._case(len(cases), chosen, collection, demos, fitted, {},
                                     context))
         if not cases:
             raise CellDoesNotFit(
-                f"{self.name} at {cell.length} tokens: no document of {collection.path} fills "
-                f"the cell (the longest, whole, with its prompt and generation budget takes "
-                f"{longest} tokens); HELMET asks only about documents longer than the context")
+                f"{self.name} at {cell.length} tokens: no document of {collection.path} is long "
+                f"enough (the longest, whole, with its prompt and generation budget takes "
+                f"{longest} tokens); HELMET asks only about documents longer than its cut")
         return cases
 
 
@@ -432,3 +479,8 @@ TASKS: tuple[GenerationTask, ...] = (
                  INFBENCH_CHOICE_STYLE, f"substitute:{LEVAL}/quality", choice_match,
                  CHOICE_ACCURACY, chance=1 / len(LETTERS)),
 )
+
+
+def sized(size: str) -> tuple[GenerationTask, ...]:
+    """The tasks cutting their documents by ``size`` (``--lceval-context-size``)."""
+    return tuple(replace(task, size=size) for task in TASKS if isinstance(task, LongQATask))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ...run.generation_suite import GenerationSuite
+from ...tasks.context_size import REFERENCE, context_size
 from . import cite, icl, longqa, rag, rerank, summ
 
 
@@ -18,6 +19,7 @@ def helmet_suites(config: pytest.Config | None = None) -> list[GenerationSuite]:
     """New suite objects for one session, with the categories' options read from ``config``
     (their defaults without it)."""
     summ_prompts = summ_wording(config) if config is not None else summ.WORDINGS[0]
+    size = context_size(config) if config is not None else REFERENCE
     return [
         GenerationSuite("rag", rag.TASKS,
                         "HELMET's retrieval-augmented generation: question + passages filling "
@@ -31,10 +33,10 @@ def helmet_suites(config: pytest.Config | None = None) -> list[GenerationSuite]:
         GenerationSuite("cite", cite.TASKS,
                         "HELMET's generation with citations (ALCE): correctness and citation "
                         "recall/precision"),
-        GenerationSuite("longqa", longqa.TASKS,
+        GenerationSuite("longqa", longqa.sized(size),
                         "HELMET's long-document QA: NarrativeQA (judged), ∞Bench-style QA "
                         "(ROUGE-L F1) and multiple choice cut to the length"),
-        GenerationSuite("summ", summ.worded(summ_prompts),
+        GenerationSuite("summ", summ.worded(summ_prompts, size),
                         "HELMET's summarisation (judged): ∞Bench Sum's L-Eval substitutes and "
                         "Multi-LexSum, the document cut to the length"),
     ]

@@ -37,13 +37,17 @@ summaries, where the adapted prompts ask for about the substitute's own referenc
 HELMET has no prompt for) always asks its request in its own words. Generation budgets are
 HELMET's: 1200 tokens for the ∞Bench substitutes, 400 for Multi-LexSum.
 
-Length: the cell's budget covers prompt and generation. A document longer than what remains is
-cut at its end as HELMET cuts ∞Bench's and Multi-LexSum's contexts (``truncate_llama2``, the
-long-QA suite's ``Truncation`` with HELMET's marker); a shorter one is given whole, so the same
-documents are asked at every length (L-Eval's documents are shorter than ∞Bench's: at long
-lengths a cell can be shorter than its length; ``cut`` and ``context_tokens`` say so per case).
-A cell whose demonstrations and generation budget leave under ``MIN_DOCUMENT_TOKENS`` for the
-document does not fit (HELMET's shortest summarisation length is 8k).
+Length: the cell's budget covers prompt and generation. Under ``--lceval-context-size reference``
+(default) a document longer than HELMET's count for the length (``helmet_cut``: length - 200 -
+1200 for ∞Bench Sum, length - 300 - 400 for Multi-LexSum) is cut there as HELMET cuts ∞Bench's
+and Multi-LexSum's contexts (``truncate_llama2``, the long-QA suite's ``Truncation`` with
+HELMET's marker), and again at its end when the prompt still overflows (HELMET's
+``tokenize``); under ``fill`` a document longer than what remains is cut so that the prompt
+fills the cell. A shorter one is given whole, so the same documents are asked at every length
+(L-Eval's documents are shorter than ∞Bench's: at long lengths a cell can be shorter than its
+length; ``cut`` and ``context_tokens`` say so per case). A cell whose demonstrations and
+generation budget leave under ``MIN_DOCUMENT_TOKENS`` of a longer document does not fit
+(HELMET's shortest summarisation length is 8k).
 
 Cases: a seeded order of the file's items that visits every document before any document's second
 request, the first N; the seed is the run seed and the task only, so every length asks the same
@@ -66,11 +70,14 @@ from ...judge.rubrics import RUBRICS
 from ...models.base import Renderer
 from ...results.records import Case
 from ...results.score_metric import ROUGE_LSUM_F1, ScoreMetric
-from ...tasks.base import BuildContext, GenerationTask
-from ...tasks.fitting import Fitted, Frame, fit
+from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
+from ...tasks.context_size import REFERENCE
+from ...tasks.fitting import Fitted, Frame, fit, render
 from ...tasks.judged import Rubric
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, rouge_f1
+from .helmet_cut import LEGAL_MARGIN, MARGIN, helmet_count, truncation_budget
 from .longqa import OMITTED, Context, Truncation
+from .pipeline import context_that_fits
 from .summ_data import (
     GOV_REPORT,
     MEETING,
@@ -220,6 +227,10 @@ class SummTask:
     rule_metric: str = RULE_METRIC
     wording: str = WORDINGS[0]
     """Which of each variant's prompts it asks (``--lceval-summ-prompts``, ``worded``)."""
+    margin: int = MARGIN
+    """What HELMET's configs leave for the prompt around the document (``helmet_cut``)."""
+    size: str = REFERENCE
+    """``--lceval-context-size``: HELMET's cut for the length or the filled cell."""
 
     def missing_data(self, data: DataSource) -> str | None:
         if any(release.find(data) is not None for release, _ in self.variants):
@@ -250,7 +261,10 @@ class SummTask:
         tokenizer = context.tokenizer
         document = Truncation(item.document, tokenizer.encode(item.document),
                               len(tokenizer.encode(OMITTED)), tokenizer)
-        fitted = self._fit(frame, document, context.renderer, cell.length)
+        if self.size == REFERENCE:
+            fitted = self._reference_fit(frame, document, context, cell.length)
+        else:
+            fitted = self._fit(frame, document, context.renderer, cell.length)
         gold = (item.expert, item.reference) if item.expert else (item.reference,)
         meta = {"source": source, "document": item.document_id,
                 OUTPUT_PREFIX: "" if context.renderer.uses_template else ANSWER_PREFIX,
@@ -279,6 +293,26 @@ class SummTask:
                    min(MIN_DOCUMENT_TOKENS, len(document.ids)), f"{self.name} at {length} tokens")
 
 
+    def _reference_fit(self, frame: Frame, document: Truncation, context: BuildContext,
+                       length: int) -> Fitted[Context]:
+        """The document cut at HELMET's count for ``length`` when it is longer, then at its end
+        while the prompt and the budget exceed ``length`` (HELMET's ``tokenize``); a cut that
+        leaves under MIN_DOCUMENT_TOKENS does not fit (HELMET's lengths never leave so few)."""
+        count = helmet_count(length, self.margin, self.max_new_tokens)
+        what = f"{self.name} at {length} tokens"
+        whole = len(document.ids) <= count
+        cut = document(len(document.ids) if whole else truncation_budget(count, context.renderer))
+        kept = context_that_fits(context, frame.prompt, cut.text, length - self.max_new_tokens,
+                                 f"{what}: the prompt leaves nothing of the document")
+        if kept != cut.text:
+            cut = replace(cut, text=kept, tokens=len(context.tokenizer.encode(kept)), cut=True)
+        if cut.cut and cut.tokens < min(MIN_DOCUMENT_TOKENS, len(document.ids)):
+            raise CellDoesNotFit(f"{what}: HELMET's cut, the instructions, demonstrations and "
+                                 f"generation budget leave {cut.tokens} tokens of the "
+                                 f"document, under {MIN_DOCUMENT_TOKENS}")
+        return render(frame, cut, context.renderer)
+
+
 def _worded(helmet: Template, adapted: Template) -> Mapping[str, Template]:
     return {"helmet": helmet, "adapted": adapted}
 
@@ -295,11 +329,13 @@ TASKS: tuple[GenerationTask, ...] = (
     SummTask("multi_lexsum",
              ((MULTI_LEXSUM, _worded(HELMET_LEGAL_PROMPT, HELMET_LEGAL_PROMPT)),
               (MULTI_LEXSUM_SUBSTITUTE, _worded(HELMET_LEGAL_PROMPT, LEGAL_SUBSTITUTE_PROMPT))),
-             RUBRICS["helmet_summary_legal"], LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX),
+             RUBRICS["helmet_summary_legal"], LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX,
+             margin=LEGAL_MARGIN),
 )
 
 
-def worded(wording: str) -> tuple[GenerationTask, ...]:
-    """The tasks asking their prompts in ``wording`` (one of ``WORDINGS``), for one session's
-    suite."""
-    return tuple(replace(task, wording=wording) for task in TASKS if isinstance(task, SummTask))
+def worded(wording: str, size: str = REFERENCE) -> tuple[GenerationTask, ...]:
+    """The tasks asking their prompts in ``wording`` (one of ``WORDINGS``) and cutting their
+    documents by ``size`` (``--lceval-context-size``), for one session's suite."""
+    return tuple(replace(task, wording=wording, size=size) for task in TASKS
+                 if isinstance(task, SummTask))

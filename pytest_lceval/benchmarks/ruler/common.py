@@ -30,6 +30,7 @@ from ...models.base import Renderer
 from ...results.records import Case
 from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
 from ...tasks.base import BuildContext
+from ...tasks.context_size import REFERENCE, SIZES
 from ...tasks.fitting import Fitted
 from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored, string_match_all
 from .filler_text import Context, Piece, insert_at_depth
@@ -110,11 +111,20 @@ class WholeContextTask:
     max_new_tokens: int = 50
     ruler: str = HELMET_RULER
     """The RULER version whose generator it follows (``--lceval-ruler``, RULER_CODES)."""
+    size: str = REFERENCE
+    """``--lceval-context-size``: that RULER's size search (``reference``) or the filled cell."""
 
     def __post_init__(self) -> None:
         if self.ruler not in RULER_CODES:
             raise ValueError(f"{self.name}: unknown RULER version {self.ruler!r}; known: "
                              f"{', '.join(RULER_CODES)}")
+        if self.size not in SIZES:
+            raise ValueError(f"{self.name}: unknown context size {self.size!r}")
+
+    @property
+    def searches(self) -> bool:
+        """Whether the size is f682453's search (c3f5e3b's binary search fills the cell)."""
+        return self.size == REFERENCE and self.ruler == HELMET_RULER
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         return [self._case(cell, context, index) for index in range(cell.samples)]

@@ -15,10 +15,12 @@ frequent is the noise word '...', and the answer is ranks 2-4. As RULER
 (freq_words_extraction.py), with no example. The vocabulary has length // 50 words in RULER
 f682453 (the default) and (length - generation budget) // 50 in c3f5e3b.
 
-Both have no depth axis. The size is the largest whose predicted token count fits the cell (a
-list's tokens are the sum of its items', each item starting with its space), and the fitting
-measures the rendered prompt as for every recall task. Scored with string_match_all. Prompts are
-HELMET's templates for ruler_cwe and ruler_fwe.
+Both have no depth axis. Their size is what RULER f682453's search picks (``size_search``: CWE's
+distinct words by steps of 10, FWE's n from (length - budget) // 6 by (length - budget) // 32);
+under ``--lceval-context-size fill`` or with c3f5e3b, the largest whose predicted token count
+fits the cell (a list's tokens are the sum of its items', each item starting with its space).
+The fitting measures the rendered prompt as for every recall task. Scored with
+string_match_all. Prompts are HELMET's templates for ruler_cwe and ruler_fwe.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ...foundation.grid import Cell, case_seed
 from ...models.base import Tokenizer
 from ...results.records import Case
 from ...tasks.base import BuildContext, CellDoesNotFit
-from ...tasks.fitting import Frame, fit
+from ...tasks.fitting import Frame, fit, render
 from .common import (
     CUE_SEPARATOR,
     SYNTHETIC,
@@ -49,6 +51,7 @@ from .common import (
     make_case,
 )
 from .filler_text import Context, Piece, token_counts, tokenizer_cache
+from .size_search import Steps, searched
 from .values import word_list as wonderwords_list
 
 COMMON = 10
@@ -73,6 +76,8 @@ TOKENS_PER_WORD = 50
 FWE_ANSWERS = 3
 FWE_LEAST_WORDS = 100
 """Smallest n of FWE: below it ranks 4 and 5 may tie and the answer would be ambiguous."""
+SEARCH_STEP = 10
+"""f682453's step (and first try) of CWE's distinct words when it sizes a case."""
 EXAMPLE_ANSWER_SEPARATOR = {"f682453": "", "c3f5e3b": " "}
 """What CWE's example puts between its answer prefix and its answer, per RULER version."""
 
@@ -166,16 +171,23 @@ class CommonWordsTask(WholeContextTask):
         tokens = self._predictor(context.tokenizer, per_word, repeats)
         what = f"{self.name} at {cell.length} tokens"
 
-        def build(budget: int) -> Context:
-            size = largest(COMMON, len(order), tokens, budget)
-            if size == len(order) and tokens(size) < budget:
-                raise CellDoesNotFit(
-                    f"{what}: the list would need more than the {len(order)} distinct words of "
-                    f"wonderwords (RULER f682453 stops there, short of the length; c3f5e3b "
-                    f"switches to a larger word list)")
+        exhausted = CellDoesNotFit(
+            f"{what}: the list would need more than the {len(order)} distinct words of "
+            f"wonderwords (RULER f682453 stops there, short of the length; c3f5e3b switches to "
+            f"a larger word list)")
+
+        def listed(size: int) -> Context:
+            if size > len(order):
+                raise exhausted
             words = word_list(order[:size], repeats.common, repeats.other, seed)
             return replace(_listed(numbered_parts(context.tokenizer, words), tokens(size)),
                            units=size)
+
+        def build(budget: int) -> Context:
+            size = largest(COMMON, len(order), tokens, budget)
+            if size == len(order) and tokens(size) < budget:
+                raise exhausted
+            return listed(size)
 
         frame = Frame(f"{shot}\n\n{CWE_INSTRUCTION}\n", f"\n{CWE_QUESTION}",
                       CUE_SEPARATOR + CWE_PREFIX)
@@ -183,8 +195,13 @@ class CommonWordsTask(WholeContextTask):
         granularity = repeats.other * (max(per_word) + number)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      tokens(COMMON), what, granularity)
+        if self.searches:  # RULER's answer: " 1. word 2. word ..." after the prompt
+            steps = Steps(SEARCH_STEP, SEARCH_STEP, " " + numbered(order[:COMMON]),
+                          cell.length - self.max_new_tokens)
+            fitted = searched(lambda size: render(frame, listed(size), context.renderer), steps,
+                              fitted.context.units, context.renderer, what)
         meta = {"source": SYNTHETIC, "requested_depth": None, "ruler": self.ruler,
-                "items": len(re.findall(r"\d+\. ", fitted.context.text)),
+                "context_size": self.size, "items": len(re.findall(r"\d+\. ", fitted.context.text)),
                 "example_words": example_words, "words": order[:fitted.context.units]}
         return make_case(index, fitted, order[:COMMON], context.renderer, self.max_new_tokens,
                          None, meta)
@@ -263,19 +280,26 @@ class FrequentWordsTask(WholeContextTask):
             counts = zipf_counts(size, words)
             return sum(count * n for count, n in zip(counts, per_word, strict=True)) - 1
 
-        def build(budget: int) -> Context:
-            words = largest(FWE_LEAST_WORDS, 2 * (budget + size), tokens, budget)
+        def coded(words: int) -> Context:
             counts = zipf_counts(size, words)
             items = [part for part, count in zip(pieces, counts, strict=True)
                      for _ in range(count)]
             return replace(_listed(shuffled(items, seed, words), tokens(words)), units=words)
 
+        def build(budget: int) -> Context:
+            return coded(largest(FWE_LEAST_WORDS, 2 * (budget + size), tokens, budget))
+
         frame = Frame(f"{FWE_INSTRUCTION}\n", f"\n{FWE_QUESTION}",
                       CUE_SEPARATOR + FWE_PREFIX)
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
                      tokens(FWE_LEAST_WORDS), what, max(per_word))
+        if self.searches:  # n from limit // 6 by limit // 32 while the prompt is under limit
+            limit = cell.length - self.max_new_tokens
+            steps = Steps(limit // CODED_LETTERS, limit // 32, "", limit, strict=True)
+            fitted = searched(lambda words: render(frame, coded(words), context.renderer),
+                              steps, fitted.context.units, context.renderer, what)
         meta = {"source": SYNTHETIC, "requested_depth": None, "ruler": self.ruler,
-                "vocabulary": size, "coded_words": vocabulary, "zipf_n": fitted.context.units,
-                "words": len(fitted.context.text.split())}
+                "context_size": self.size, "vocabulary": size, "coded_words": vocabulary,
+                "zipf_n": fitted.context.units, "words": len(fitted.context.text.split())}
         return make_case(index, fitted, vocabulary[1:1 + FWE_ANSWERS], context.renderer,
                          self.max_new_tokens, None, meta)

@@ -19,6 +19,11 @@ needle goes between the sentences (lines) nearest the cell's depth in tokens. Th
 axis) go where RULER would put them, at depths sampled as RULER samples them. ``sampled``
 (``--lceval-niah-placement=ruler``) places the queried needle that way too and drops the axis,
 which reproduces RULER's placement.
+
+Size. Under ``--lceval-context-size reference`` (default) a haystack has the number of essay
+words, noise lines or filler needles RULER f682453's own search picks (``size_search``); under
+``fill``, or with ``--lceval-ruler c3f5e3b`` (whose binary search finds the most that fit), the
+cell is filled to 99-100 %.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from ...foundation.grid import Cell
 from ...results.records import Case
 from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
 from ...tasks.base import BuildContext
-from ...tasks.fitting import Frame, fit
+from ...tasks.context_size import REFERENCE, SIZES
+from ...tasks.fitting import Frame, fit, render
 from ...tasks.metrics import helmet_scored, string_match_all
 from .common import (
     CUE_SEPARATOR,
+    HELMET_RULER,
     SYNTHETIC,
     USE_CHAT_TEMPLATE,
     case_rngs,
@@ -44,6 +51,7 @@ from .common import (
 from .essay_haystack import DEPTHS, EssayHaystack, Placed, lines_context
 from .filler_items import fill, shared_stream
 from .filler_text import NOISE, Context, Piece, piece
+from .size_search import niah_steps, searched
 from .values import Draw
 
 
@@ -87,6 +95,17 @@ def _listing(keys: list[str]) -> str:
 
 
 @dataclass(frozen=True)
+class Haystack:
+    """A case's haystack: built for a token budget (the filled cell) or for a number of units
+    (RULER's size search), where it comes from, and its largest uncuttable unit (0: prose)."""
+
+    build: Callable[[int], Context]
+    units: Callable[[int], Context]
+    source: str
+    granularity: int
+
+
+@dataclass(frozen=True)
 class Draws:
     """One question's keys and needles."""
 
@@ -116,11 +135,17 @@ class NiahTask:
     sampled: bool = False
     """Every needle's depth sampled per case, as RULER (no depth axis)."""
     use_chat_template: bool = USE_CHAT_TEMPLATE
+    ruler: str = HELMET_RULER
+    """The RULER version whose size search it follows (``--lceval-ruler``)."""
+    size: str = REFERENCE
+    """``--lceval-context-size``: RULER's search (``reference``) or the filled cell."""
     uses_depth: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if self.haystack not in ("noise", "essay", "needle"):
             raise ValueError(f"{self.name}: unknown haystack {self.haystack!r}")
+        if self.size not in SIZES:
+            raise ValueError(f"{self.name}: unknown context size {self.size!r}")
         single = self.values == 1 and self.queries == 1
         self.uses_depth = single and not self.sampled
         self.wording = Wording(self.value_kind, multi=not single)
@@ -138,19 +163,25 @@ class NiahTask:
         depth = cell.depth if self.uses_depth else None
         needles = self._placed(context, test, depth, rng)
         key_tokens = sum(placed.item.tokens for placed in needles)
-        build, source, granularity = self._builder(context, needles, filler_rng,
-                                                   (keys, values), index)
+        haystack = self._builder(context, needles, filler_rng, (keys, values), index)
         frame = Frame(self.wording.instruction() + "\n", "\n" + self.wording.question(test.query),
                       CUE_SEPARATOR + self.wording.prefix(test.query))
-        fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
-                     key_tokens, f"{self.name} at {cell.length} tokens", granularity)
+        what = f"{self.name} at {cell.length} tokens"
+        fitted = fit(frame, haystack.build, context.renderer, cell.length, self.max_new_tokens,
+                     key_tokens, what, haystack.granularity)
+        golds = [value for _, value in test.golds]
+        if self.size == REFERENCE and self.ruler == HELMET_RULER:
+            fitted = searched(lambda units: render(frame, haystack.units(units), context.renderer),
+                              niah_steps(self.haystack, cell.length, self.max_new_tokens, golds),
+                              fitted.context.units, context.renderer, what)
         achieved = fitted.context.depth_of("gold") if depth is not None else None
-        meta = {"source": source, "requested_depth": cell.depth, "haystack": self.haystack,
-                "keys": test.query, "haystack_units": fitted.context.units,
+        meta = {"source": haystack.source, "requested_depth": cell.depth,
+                "haystack": self.haystack, "keys": test.query, "context_size": self.size,
+                "haystack_units": fitted.context.units,
                 "needles": [[placed.item.text, placed.depth, placed.by_tokens, at] for placed, at
                             in zip(needles, fitted.context.insertions, strict=True)]}
-        return make_case(index, fitted, [value for _, value in test.golds], context.renderer,
-                         self.max_new_tokens, achieved, meta)
+        return make_case(index, fitted, golds, context.renderer, self.max_new_tokens, achieved,
+                         meta)
 
     def _placed(self, context: BuildContext, test: Draws, depth: float | None,
                 rng: random.Random) -> list[Placed]:
@@ -187,28 +218,27 @@ class NiahTask:
         return Draws(query, golds, [(keys(), values()) for _ in range(self.distractors)])
 
     def _builder(self, context: BuildContext, needles: list[Placed], filler_rng: random.Random,
-                 drawn: tuple[Draw, Draw], index: int
-                 ) -> tuple[Callable[[int], Context], str, int]:
-        """The context builder for a token budget, the haystack's source and its granularity
-        (its largest uncuttable unit, 0 for prose)."""
+                 drawn: tuple[Draw, Draw], index: int) -> Haystack:
+        """The haystack for this case's needles."""
         tokenizer = context.tokenizer
         key_tokens = sum(placed.item.tokens for placed in needles)
         if self.haystack == "essay":
             texts, source = context.data.essays()
             essay = EssayHaystack(texts, tokenizer)
 
-            def from_essay(budget: int) -> Context:
-                return essay.context(essay.words_for(max(budget - key_tokens, 0)), needles)
+            def words(count: int) -> Context:
+                return essay.context(count, needles)
 
-            return from_essay, source, 0
+            return Haystack(lambda budget: words(essay.words_for(max(budget - key_tokens, 0))),
+                            words, source, 0)
         if self.haystack == "noise":
             line = piece(tokenizer, "\n" + NOISE)
 
-            def from_noise(budget: int) -> Context:
-                count = max((budget - key_tokens) // line.tokens, 0)
+            def lines(count: int) -> Context:
                 return lines_context([line] * count, needles)
 
-            return from_noise, SYNTHETIC, line.tokens
+            return Haystack(lambda budget: lines(max((budget - key_tokens) // line.tokens, 0)),
+                            lines, SYNTHETIC, line.tokens)
         keys, values = drawn
 
         def needles_text() -> Iterator[str]:
@@ -216,11 +246,9 @@ class NiahTask:
                                 Draw(filler_rng, self.value_kind, set(values.taken)))
 
         stream = shared_stream(tokenizer, (self.name, context.seed, index), needles_text)
-
-        def from_needles(budget: int) -> Context:
-            return lines_context(fill(stream, budget - key_tokens), needles)
-
-        return from_needles, SYNTHETIC, stream.largest()
+        return Haystack(lambda budget: lines_context(fill(stream, budget - key_tokens), needles),
+                        lambda count: lines_context([stream[i] for i in range(count)], needles),
+                        SYNTHETIC, stream.largest())
 
     def _filler(self, keys: Draw, values: Draw) -> Iterator[str]:
         while True:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ...run.generation_suite import GenerationSuite
+from ...tasks.context_size import REFERENCE, context_size
 from . import tasks
 from .common import HELMET_RULER
 
@@ -20,10 +21,12 @@ def ruler_code(config: pytest.Config) -> str:
 
 
 def recall_suite(config: pytest.Config | None = None) -> GenerationSuite:
-    """A new suite object, its tasks as ``--lceval-niah-placement`` and ``--lceval-ruler`` say
-    (ruler_plugin.py; their defaults without ``config``)."""
-    niah_placement, ruler = ((placement(config), ruler_code(config)) if config is not None
-                             else (tasks.PLACEMENTS[0], HELMET_RULER))
-    return GenerationSuite("recall", tasks.tasks(niah_placement, ruler),
+    """A new suite object, its tasks as ``--lceval-niah-placement``, ``--lceval-ruler`` and
+    ``--lceval-context-size`` say (ruler_plugin.py, tasks/context_size.py; their defaults
+    without ``config``)."""
+    niah_placement, ruler, size = (
+        (placement(config), ruler_code(config), context_size(config)) if config is not None
+        else (tasks.PLACEMENTS[0], HELMET_RULER, REFERENCE))
+    return GenerationSuite("recall", tasks.tasks(niah_placement, ruler, size),
                            "synthetic recall cells (HELMET's recall category, RULER generators), "
                            "task x length x depth")

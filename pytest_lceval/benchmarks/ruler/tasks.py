@@ -38,9 +38,11 @@ Choices, each explained where it is made:
   c3f5e3b: as RULER's code does since 2025); NIAH is the same in both (``common``).
 - Case i draws the same keys, values and demonstrations at every length and depth, so heatmap
   rows and columns are paired (``common.case_rngs``).
-- Length: prompt (template, BOS) + generation budget within [99 %, 100 %] of the cell length,
-  measured with the model's renderer; haystacks of whole items (needles, JSON pairs, words)
-  coarser than 1 % of a small length are accepted within one item (``fitting``).
+- Length: prompt (template, BOS) + generation budget within the cell's length, measured with
+  the model's renderer. The RULER tasks' haystacks have the size RULER f682453's search picks
+  (``size_search``; ``--lceval-context-size fill``, JSON KV, and ``--lceval-ruler c3f5e3b``:
+  within [99 %, 100 %] of the length, haystacks of whole items coarser than 1 % of a small
+  length accepted within one item, ``fitting``).
 
 Generators live in ``niah``, ``json_kv``, ``variable_tracking`` and ``common_words``;
 the token-level context builder in ``filler_text``, ``filler_items`` and ``fitting``.
@@ -48,7 +50,10 @@ the token-level context builder in ``filler_text``, ``filler_items`` and ``fitti
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...tasks.base import GenerationTask
+from ...tasks.context_size import REFERENCE
 from .common import HELMET_RULER
 from .common_words import CommonWordsTask, FrequentWordsTask
 from .json_kv import JsonKvTask
@@ -64,25 +69,30 @@ PLACEMENTS = ("depths", "ruler")
 depth sampled per case as RULER samples it (no depth axis)."""
 
 
-def tasks(placement: str = "depths", ruler: str = HELMET_RULER) -> tuple[GenerationTask, ...]:
+def tasks(placement: str = "depths", ruler: str = HELMET_RULER,
+          size: str = REFERENCE) -> tuple[GenerationTask, ...]:
     """The recall tasks; ``placement`` is one of PLACEMENTS, ``ruler`` of RULER_CODES (VT, CWE
-    and FWE follow that RULER's generators; NIAH writes the same cases in both)."""
+    and FWE follow that RULER's generators; NIAH writes the same cases in both; every RULER
+    task's size follows that RULER's search), ``size`` of ``context_size.SIZES``."""
     if placement not in PLACEMENTS:
         raise ValueError(f"unknown NIAH placement {placement!r}; known: {', '.join(PLACEMENTS)}")
     sampled = placement == "ruler"
-    return (
-        NiahTask("niah_single_1", "noise", sampled=sampled),
-        NiahTask("niah_single_2", "essay", sampled=sampled),
-        NiahTask("niah_single_3", "essay", value_kind="uuid", sampled=sampled),
-        NiahTask("niah_multikey_1", "essay", distractors=3, sampled=sampled),
-        NiahTask("niah_multikey_2", "needle", sampled=sampled),
-        NiahTask("niah_multikey_3", "needle", key_kind="uuid", value_kind="uuid",
-                 max_new_tokens=LONG_ANSWER_TOKENS, sampled=sampled),
-        NiahTask("niah_multivalue", "essay", values=4),
-        NiahTask("niah_multiquery", "essay", queries=4, max_new_tokens=LONG_ANSWER_TOKENS),
-        JsonKvTask(),
-        VariableTrackingTask(ruler=ruler),
-        CommonWordsTask(ruler=ruler),
-        FrequentWordsTask(ruler=ruler),
-    )
 
+    def niah(name: str, haystack: str, **options: Any) -> NiahTask:
+        return NiahTask(name, haystack, ruler=ruler, size=size, **options)
+
+    return (
+        niah("niah_single_1", "noise", sampled=sampled),
+        niah("niah_single_2", "essay", sampled=sampled),
+        niah("niah_single_3", "essay", value_kind="uuid", sampled=sampled),
+        niah("niah_multikey_1", "essay", distractors=3, sampled=sampled),
+        niah("niah_multikey_2", "needle", sampled=sampled),
+        niah("niah_multikey_3", "needle", key_kind="uuid", value_kind="uuid",
+             max_new_tokens=LONG_ANSWER_TOKENS, sampled=sampled),
+        niah("niah_multivalue", "essay", values=4),
+        niah("niah_multiquery", "essay", queries=4, max_new_tokens=LONG_ANSWER_TOKENS),
+        JsonKvTask(),
+        VariableTrackingTask(ruler=ruler, size=size),
+        CommonWordsTask(ruler=ruler, size=size),
+        FrequentWordsTask(ruler=ruler, size=size),
+    )

@@ -28,12 +28,15 @@ The RULER versions (``--lceval-ruler``, ``common.RULER_CODES``) write it differe
   template by joining its words with single spaces and dropping the last word (a chat
   template's closing tag): on the base template that word is the question's "above.". Its
   answer prefix then said "assgined". Its size: steps of 5 lines while the example, a space and
-  the Python list of its answer, plus RULER's 30 generation tokens, stay within 500.
+  the Python list of its answer, plus RULER's 30 generation tokens, stay within 500. A case's
+  noise lines: f682453's search, steps of 10 (``size_search``; ``--lceval-context-size fill``
+  fills the cell).
 - **c3f5e3b** (RULER's code since May 2025). Every noise line and statement on a line of its own.
   The example's noise lines and chain positions are drawn once per run with RULER's value 12345
   and template variables, then each case gets new variables and a new value in their place
   (RULER's ``randomize_icl``); the full template with its answer prefix; the most lines (from 5)
-  that keep the example's prompt within 500 tokens.
+  that keep the example's prompt within 500 tokens. A case fills the cell (its binary search
+  finds the most lines that fit).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from ...foundation.grid import Cell, case_seed
 from ...models.base import Tokenizer
 from ...results.records import Case
 from ...tasks.base import BuildContext
-from ...tasks.fitting import Frame, fit
+from ...tasks.fitting import Frame, fit, render
 from .common import (
     CUE_SEPARATOR,
     SYNTHETIC,
@@ -57,6 +60,7 @@ from .common import (
     make_case,
 )
 from .filler_text import NOISE, Context, Piece, assemble, piece, tokenizer_cache
+from .size_search import Steps, searched
 
 HOPS = 4
 """Assignments after the first: five variables in the chain (RULER's num_hops)."""
@@ -67,6 +71,8 @@ EXAMPLE_TOKENS = 500
 """RULER builds its example with max_seq_length=500."""
 EXAMPLE_STEP = 5
 """RULER's step (and least number) of noise lines for the example."""
+SEARCH_STEP = 10
+"""f682453's step (and first try) of noise lines when it sizes a case (``size_search``)."""
 RULER_VT_TOKENS = 30
 """RULER's tokens_to_generate for vt, which f682453 reserves in the example's 500 tokens."""
 TEMPLATE_VALUE = "12345"
@@ -250,11 +256,17 @@ class VariableTrackingTask(WholeContextTask):
 
         frame = Frame(f"{example}\n\n{INSTRUCTION}\n\n", f"\n{question(chain.value)}",
                       CUE_SEPARATOR + answer_prefix(chain.value))
+        what = f"{self.name} at {cell.length} tokens"
         fitted = fit(frame, build, context.renderer, cell.length, self.max_new_tokens,
-                     haystack.least, f"{self.name} at {cell.length} tokens",
-                     haystack.noise.tokens)
+                     haystack.least, what, haystack.noise.tokens)
+        if self.searches:  # RULER's answer: the variables as a Python list after a space
+            steps = Steps(SEARCH_STEP, SEARCH_STEP, f" {chain.names}",
+                          cell.length - self.max_new_tokens)
+            fitted = searched(lambda lines: render(frame, haystack.context(lines, seed),
+                                                   context.renderer),
+                              steps, fitted.context.units, context.renderer, what)
         meta = {"source": SYNTHETIC, "requested_depth": None, "value": chain.value,
-                "chain": chain.lines(), "ruler": self.ruler,
+                "chain": chain.lines(), "ruler": self.ruler, "context_size": self.size,
                 "example_chain": {"names": shown.names, "value": shown.value},
                 "noise_lines": fitted.context.units}
         return make_case(index, fitted, chain.names, context.renderer, self.max_new_tokens,
