@@ -62,7 +62,7 @@ PLUGIN_LIST = {"plugin.py"}
 NAMES_LEFT = {
     "fetch/catalog.py": 32, "fetch/fetch_plugin.py": 11, "judge/helmet_prompts.py": 2,
     "judge/judge_plugin.py": 12, "judge/rubrics.py": 30, "report/summary.py": 2,
-    "results/score_metric.py": 3, "settings.py": 6,
+    "results/score_metric.py": 3, "settings.py": 8,
     "tasks/metrics.py": 2, "verdicts/effective/effective_plugin.py": 4,
     "verdicts/effective/length.py": 1,
 }
