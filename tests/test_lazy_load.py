@@ -48,7 +48,8 @@ def _weights_refused():
 """
 """A conftest under which any weight load fails, in every process of the inner run."""
 GRID = ["--lceval-tasks", "niah_single_1", "--lengths", "256", "--depths", "0,50,100",
-        "--samples", "1", "--lceval-threshold", "0", "-p", "no:randomly"]
+        "--samples", "1", "--lceval-threshold", "0", "-p", "no:randomly",
+        "--lceval-context-size", "fill"]  # RULER's first step takes more than a 256 cell
 """Three cells, answered by a tiny model in well under a second each."""
 
 

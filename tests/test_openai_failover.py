@@ -298,7 +298,8 @@ def test_two_servers_one_killed_mid_run_every_request_answered_once(
     result = pytester.runpytest(
         "--model", f"openai:{doomed.model}", "--lceval-base-url", f"{doomed.url},{survivor.url}",
         "--lceval-retries", "1", "--lceval-concurrency", "1", "--lceval-tasks", "niah_single_1",
-        "--lengths", "256", "--depths", "25,75", "--samples", "2",
+        "--lengths", "256", "--lceval-context-size", "fill",  # RULER's first step: > 256
+        "--depths", "25,75", "--samples", "2",
         "--lceval-threshold", "0", "--lceval-store", str(store), "--lceval-run", "r",
         "-p", "no:randomly")
     killer.join(timeout=60)
