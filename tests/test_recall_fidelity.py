@@ -291,11 +291,16 @@ def test_lceval_ruler_picks_the_generators_and_results_record_it(
     assert squeezed == (recorded == "f682453")
 
 
-def test_an_unknown_ruler_is_refused_at_start_up(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize(("option", "value", "choices"), [
+    ("--lceval-ruler", "2024", "f682453*c3f5e3b"),
+    ("--lceval-context-size", "full", "reference*fill"),
+])
+def test_an_unknown_choice_is_refused_at_start_up(pytester: pytest.Pytester, option: str,
+                                                  value: str, choices: str) -> None:
     pytester.makepyfile(test_recall=RECALL_SUITE)
-    outcome = pytester.runpytest("--model", "mock:grep", "--lceval-ruler", "2024")
+    outcome = pytester.runpytest("--model", "mock:grep", option, value)
     assert outcome.ret != 0
-    outcome.stderr.fnmatch_lines(["*--lceval-ruler: invalid choice: '2024'*f682453*c3f5e3b*"])
+    outcome.stderr.fnmatch_lines([f"*{option}: invalid choice: '{value}'*{choices}*"])
 
 
 STEPPED = {"niah_single_1": "haystack_units", "niah_single_2": "haystack_units",
@@ -347,13 +352,6 @@ def test_lceval_context_size_sizes_the_haystacks_and_results_record_it(
     niah = next(row for row in rows if "niah" in row["nodeid"])
     short = niah["input_tokens_mean"] + 50 < 0.9 * 2048  # RULER's 1000 words, not the filled cell
     assert short == (recorded == "reference")
-
-
-def test_an_unknown_context_size_is_refused_at_start_up(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_recall=RECALL_SUITE)
-    outcome = pytester.runpytest("--model", "mock:grep", "--lceval-context-size", "full")
-    assert outcome.ret != 0
-    outcome.stderr.fnmatch_lines(["*--lceval-context-size: invalid choice: 'full'*reference*"])
 
 
 # -- item 4: RULER's noise haystack: whole lines, each key item on its own line ----------------

@@ -129,7 +129,6 @@ def rendered(model_utils: ModuleType, hf: Any, sample: Mapping[str, Any],
     return recorder.prompts[-1]
 
 
-
 def helmet_cut_at(configs: ModuleType, dataset: str, length: int) -> int:
     """HELMET's ``truncate_llama2`` count for ``dataset`` at ``length``, as HELMET decides it:
     the dataset suffix its ``scripts/generate_configs.py`` writes for each of its lengths is
@@ -139,9 +138,3 @@ def helmet_cut_at(configs: ModuleType, dataset: str, length: int) -> int:
                for config in configs.master_mapping[dataset].values()}
     assert len(margins) == 1, margins
     return length - margins.pop()
-
-
-def between(prompt: str, opening: str, closing: str) -> str:
-    """The document the project placed between ``opening`` and the last ``closing``."""
-    start = prompt.index(opening) + len(opening)
-    return prompt[start:prompt.rindex(closing)]

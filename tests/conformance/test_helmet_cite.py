@@ -68,15 +68,22 @@ def alce_data(tmp_path_factory: pytest.TempPathFactory, prompts: Path) -> Path:
     return write_alce_data(tmp_path_factory.mktemp("alce_data"), prompts)
 
 
-def write_alce_data(root: Path, prompts: Path) -> Path:
-    """A data directory with ALCE-format files made from NQ-oracle and HELMET's prompt files."""
+@pytest.fixture(scope="module")
+def alce_150(tmp_path_factory: pytest.TempPathFactory, prompts: Path) -> Path:
+    """Files of 150 questions: issue #34's inputs, of which HELMET asks 100."""
+    return write_alce_data(tmp_path_factory.mktemp("alce_150"), prompts, 150)
+
+
+def write_alce_data(root: Path, prompts: Path, questions: int = 3 * ROWS) -> Path:
+    """A data directory with ALCE-format files of ``questions`` questions made from NQ-oracle,
+    and HELMET's prompt files."""
     (root / "alce").mkdir()
     with gzip.open(ORACLE, "rt", encoding="utf-8") as lines:
-        rows = [json.loads(next(lines)) for _ in range(3 * ROWS + RETRIEVED)]
+        rows = [json.loads(next(lines)) for _ in range(questions + RETRIEVED)]
     passages = [{"title": row["ctxs"][0]["title"], "text": row["ctxs"][0]["text"]}
                 for row in rows]
     asqa, qampari = [], []
-    for number, row in enumerate(rows[:3 * ROWS]):
+    for number, row in enumerate(rows[:questions]):
         docs = [passages[number], *passages[number + 1:number + RETRIEVED]]
         asqa.append({"question": row["question"], "docs": docs,
                      "qa_pairs": [{"short_answers": row["answers"]}]})
@@ -184,12 +191,12 @@ def _uncached_map(plain: Callable[..., Any]) -> Callable[..., Any]:
 @pytest.mark.parametrize("kind", ["asqa", "qampari"])
 def test_questions_and_demonstrations_are_the_ones_helmet_chooses(
         helmet: tuple[ModuleType, ModuleType], smollm2: HFText, monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path, alce_data: Path, conformance: Any, kind: str) -> None:
-    """HELMET chooses for itself, from the raw file, the prompt file and the seed: 40 of the
-    file's 60 questions, in its order, each with its pair of demonstrations. (Before, the
-    project's own seeded shuffle and per-case draws: on a 150-question file with N = 100, 64
-    questions shared, 7 with the same demonstrations.)"""
-    compared, identical = selection_agreement(helmet, smollm2, monkeypatch, tmp_path, alce_data,
-                                              kind, 40)
+        tmp_path: Path, alce_150: Path, conformance: Any, kind: str) -> None:
+    """HELMET chooses for itself, from the raw file, the prompt file and the seed: 100 of the
+    file's 150 questions, in its order, each with its pair of demonstrations. (Before, the
+    project's own seeded shuffle and per-case draws: 64 questions shared, 7 with the same
+    demonstrations.)"""
+    compared, identical = selection_agreement(helmet, smollm2, monkeypatch, tmp_path, alce_150,
+                                              kind, 100)
     assert identical == compared
     conformance.record("HELMET load_alce", "prompts", compared, identical)
