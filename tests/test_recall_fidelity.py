@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -259,18 +260,23 @@ def test_the_evaluator_builds_recall_cases_from_the_raw_prompt_under_auto() -> N
     assert evaluator("on", backend).context_for(task).renderer.uses_template
 
 
+def _two_recall_cells(pytester: pytest.Pytester, option: list[str], tasks: str,
+                      *grid: str) -> list[dict[str, Any]]:
+    """The results rows of a mock:grep recall run of two tasks, one cell each, both passing
+    (threshold 0), with ``option`` and ``grid``."""
+    pytester.makepyfile(test_recall=RECALL_SUITE)
+    outcome = pytester.runpytest("--model", "mock:grep", *option, "--lceval-tasks", tasks,
+                                 *grid, "--samples", "1", "--lceval-threshold", "0",
+                                 "--lceval-run", "r", "-p", "no:randomly")
+    outcome.assert_outcomes(passed=2)
+    return read_results(pytester, "r")
 
 
 @pytest.mark.parametrize(("option", "recorded"), [("auto", "off"), ("on", "on")])
 def test_results_record_which_template_applied(pytester: pytest.Pytester, option: str,
                                                recorded: str) -> None:
-    pytester.makepyfile(test_recall=RECALL_SUITE)
-    outcome = pytester.runpytest("--model", "mock:grep", "--chat-template", option,
-                                 "--lceval-tasks", "niah_single_1,vt", "--lengths", "1k",
-                                 "--depths", "50", "--samples", "1", "--lceval-threshold", "0",
-                                 "--lceval-run", "r", "-p", "no:randomly")
-    outcome.assert_outcomes(passed=2)
-    rows = read_results(pytester, "r")
+    rows = _two_recall_cells(pytester, ["--chat-template", option], "niah_single_1,vt",
+                             "--lengths", "1k", "--depths", "50")
     assert [row["metrics"]["chat_template"] for row in rows] == [recorded, recorded]
 
 
@@ -278,12 +284,7 @@ def test_results_record_which_template_applied(pytester: pytest.Pytester, option
                                                   (["--lceval-ruler", "c3f5e3b"], "c3f5e3b")])
 def test_lceval_ruler_picks_the_generators_and_results_record_it(
         pytester: pytest.Pytester, option: list[str], recorded: str) -> None:
-    pytester.makepyfile(test_recall=RECALL_SUITE)
-    outcome = pytester.runpytest("--model", "mock:grep", *option, "--lceval-tasks", "vt,fwe",
-                                 "--lengths", "1k", "--samples", "1", "--lceval-threshold", "0",
-                                 "--lceval-run", "r", "-p", "no:randomly")
-    outcome.assert_outcomes(passed=2)
-    rows = read_results(pytester, "r")
+    rows = _two_recall_cells(pytester, option, "vt,fwe", "--lengths", "1k")
     assert [row["metrics"]["ruler"] for row in rows] == [recorded, recorded]
     vt = next(row for row in rows if "vt" in row["nodeid"])["samples"][0]["prompt"]
     squeezed = vt.startswith("Memorize and track the chain(s) of variable assignment hidden in "
@@ -341,13 +342,8 @@ def test_haystacks_take_the_size_rulers_search_picks(name: str, length: int) -> 
                                                   (["--lceval-context-size", "fill"], "fill")])
 def test_lceval_context_size_sizes_the_haystacks_and_results_record_it(
         pytester: pytest.Pytester, option: list[str], recorded: str) -> None:
-    pytester.makepyfile(test_recall=RECALL_SUITE)
-    outcome = pytester.runpytest("--model", "mock:grep", *option, "--lceval-tasks",
-                                 "niah_single_2,cwe", "--lengths", "2k", "--depths", "50",
-                                 "--samples", "1", "--lceval-threshold", "0", "--lceval-run", "r",
-                                 "-p", "no:randomly")
-    outcome.assert_outcomes(passed=2)
-    rows = read_results(pytester, "r")
+    rows = _two_recall_cells(pytester, option, "niah_single_2,cwe", "--lengths", "2k",
+                             "--depths", "50")
     assert [row["metrics"]["context_size"] for row in rows] == [recorded, recorded]
     niah = next(row for row in rows if "niah" in row["nodeid"])
     short = niah["input_tokens_mean"] + 50 < 0.9 * 2048  # RULER's 1000 words, not the filled cell

@@ -55,11 +55,17 @@ def describe(comparison: PairedComparison, name: str) -> str:
     head = (f"vs baseline {name!r}: {c.current:.3f} vs {c.baseline:.3f}, difference "
             f"{c.difference:+.3f} ({level}% CI {c.ci_low:+.3f} to {c.ci_high:+.3f}), {evidence}, "
             f"N={c.n}")
-    if c.regressed:
-        return f"{head}: significant drop of at least --lceval-min-drop {c.min_drop:.3f}"
-    if c.status == "small-drop":
-        return f"{head}: significant but smaller than --lceval-min-drop {c.min_drop:.3f}"
-    return f"{head}: {c.status} ({detectable(c)})"
+    return verdict(c, head, f"{c.min_drop:.3f}", detectable(c))
+
+
+def verdict(comparison: PairedComparison, head: str, min_drop: str, otherwise: str) -> str:
+    """``head`` and what it concludes: a significant drop of at least ``--lceval-min-drop``
+    (written ``min_drop``), a significant but smaller one, or its status and ``otherwise``."""
+    if comparison.regressed:
+        return f"{head}: significant drop of at least --lceval-min-drop {min_drop}"
+    if comparison.status == "small-drop":
+        return f"{head}: significant but smaller than --lceval-min-drop {min_drop}"
+    return f"{head}: {comparison.status} ({otherwise})"
 
 
 def detectable(comparison: PairedComparison) -> str:

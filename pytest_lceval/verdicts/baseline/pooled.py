@@ -24,7 +24,7 @@ from typing import Any
 from ...results.cells import CellResult, Judgement
 from ...settings import Settings
 from ..stats import ALPHA, PairedComparison, holm, paired_comparison
-from .criterion import cell_status
+from .criterion import cell_status, verdict
 from .saved import SavedRun, pair_scores
 
 SUITE_GATE = "baseline_suite"
@@ -136,12 +136,8 @@ def _said(comparison: PairedComparison, name: str) -> str:
             f"{c.difference:+.3f} ({level}% CI {c.ci_low:+.3f} to {c.ci_high:+.3f}), "
             f"{'exact McNemar' if c.test == 'mcnemar-exact' else 'sign-flip'} "
             f"p={c.p_value:.3g} ({c.worse} worse, {c.better} better), N={c.n}")
-    if c.regressed:
-        return f"{head}: significant drop of at least --lceval-min-drop {c.min_drop:g}"
-    if c.status == "small-drop":
-        return f"{head}: significant but smaller than --lceval-min-drop {c.min_drop:g}"
     detectable = "none" if math.isinf(c.mde) else f"{c.mde:.3f}"
-    return f"{head}: {c.status} (smallest detectable drop: {detectable})"
+    return verdict(c, head, f"{c.min_drop:g}", f"smallest detectable drop: {detectable}")
 
 
 def _numbers(comparison: PairedComparison, cells: int) -> dict[str, Any]:
