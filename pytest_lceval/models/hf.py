@@ -90,10 +90,10 @@ ROWS_ON_CPU = False
 docstring). Every answer was equal on the main job's recorded calls (312/312 with
 ``bench/bench_main_job.py``, 72 of them generated), but the time is not yet shown to fall: a
 sample of 12 calls on a lightly loaded 2-core machine took 0.76x the padded batch's model time
-(decode 0.50x), the whole replay on a machine whose cores other jobs shared 1.16x (decode 1.36x:
-two rows alone read the weights twice a step where the padded batch reads them once, and a
-contended memory bus charges that more than the guessed tokens save). Off until an idle
-machine's whole replay shows it faster."""
+(decode 0.50x), the whole replay on a machine whose cores other jobs shared 1.16x (decode 1.36x;
+not yet explained: two rows alone read the weights twice a step where the padded batch reads
+them once, which a contended memory bus may charge more than the guessed tokens save). Off until
+an idle machine's whole replay shows it faster."""
 PROMPT_LOOKUP_TOKENS = 10
 """Tokens guessed a pass from the sequence's own n-grams (transformers' usual setting)."""
 _SANE_MAX_LENGTH = 10_000_000
@@ -181,8 +181,8 @@ class HFBackend(BaseBackend):
         """Prompt tokens per prefill step; None prefills the prompt in one forward pass."""
         self.rows_alone = (ROWS_ON_CPU and self.device.type == "cpu"
                            and self.prefill_chunk is None)
-        """Whether a generate batch runs through ``hf_rows`` (one prompt at a time, unpadded,
-        prompt-lookup decoding) rather than ``model.generate`` on the padded batch. Not on a
+        """Whether a generate batch is answered one prompt at a time (``_generate_alone``:
+        unpadded, prompt-lookup decoding) rather than ``model.generate`` on the padded batch. Not on a
         GPU, whose batch runs its rows in parallel, nor for sliding-window models, whose
         chunked prefill and window caches it does not handle."""
         self.rank_top_k = rank_top_k(options)
