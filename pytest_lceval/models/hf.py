@@ -182,9 +182,9 @@ class HFBackend(BaseBackend):
         self.rows_alone = (ROWS_ON_CPU and self.device.type == "cpu"
                            and self.prefill_chunk is None)
         """Whether a generate batch is answered one prompt at a time (``_generate_alone``:
-        unpadded, prompt-lookup decoding) rather than ``model.generate`` on the padded batch. Not on a
-        GPU, whose batch runs its rows in parallel, nor for sliding-window models, whose
-        chunked prefill and window caches it does not handle."""
+        unpadded, prompt-lookup decoding) rather than by ``model.generate`` on the padded
+        batch. Not on a GPU, whose batch runs its rows in parallel, nor for sliding-window
+        models, whose chunked prefill and window caches it does not handle."""
         self.rank_top_k = rank_top_k(options)
 
     @cached_property
