@@ -322,7 +322,6 @@ def _caches_emptied() -> Iterator[None]:
                 if callable(getattr(value, "cache_clear", None)):
                     value.cache_clear()
     filler_text._CACHES.clear()
-    filler_text._PINNED.clear()
     packing._COSTS.clear()
 
 
