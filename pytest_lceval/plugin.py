@@ -333,12 +333,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if verdict.outcome == INCOMPLETE:
         _write_lines(config, [f"lceval: {latest} not moved: this run is incomplete"])
     elif latest.is_symlink() or not latest.exists():
-        if latest.is_symlink():
-            latest.unlink()
-        os.symlink(run_dir.name, latest)
+        _point_latest(latest, run_dir)
     _write_lines(config, [*(usage_line(role, calls, results)
                             for role, calls in read_usage(run_dir).items()),
                           f"lceval: {len(results)} cells, results and reports in {run_dir}"])
+
+
+def _point_latest(latest: Path, run_dir: Path) -> None:
+    """Two runs that finish together both move ``latest``: unlinking then linking lets the
+    second's link fail on the first's, so a link made under a name of its own is renamed over
+    it, which replaces the link in one step whoever comes last."""
+    fresh = latest.with_name(f".latest-{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    os.symlink(run_dir.name, fresh)
+    os.replace(fresh, latest)
 
 
 def _verdict(session: pytest.Session, results: list[CellResult]) -> RunVerdict:
