@@ -14,6 +14,7 @@ import pytest
 from . import hookspecs
 from .foundation.data import DataError
 from .foundation.grid import Cell, format_depth, format_length
+from .models import grid_profile
 from .models.base import Backend
 from .models.model_args import args_text
 from .models.reference_tokenizer import reference_header
@@ -29,7 +30,6 @@ from .results.cells import (
     write_merged,
 )
 from .results.records import stable_hash
-from .run import grid_profile
 from .run.cell_run import CellRun
 from .run.evaluation import Evaluator
 from .run.lookahead import Lookahead, selected_cells
@@ -60,7 +60,7 @@ pytest_plugins = [
     "pytest_lceval.report.heatmaps",
     "pytest_lceval.benchmarks.task_haystack.task_haystack_plugin",
     "pytest_lceval.fetch.fetch_plugin",
-    "pytest_lceval.models.serving_plugin",
+    "pytest_lceval.run.serving_plugin",
     "pytest_lceval.verdicts.baseline.baseline_plugin",
     "pytest_lceval.verdicts.baseline.pooled_plugin",
     "pytest_lceval.verdicts.effective.effective_plugin",

@@ -19,6 +19,7 @@ import pytest
 
 from .foundation.data import DataSource
 from .foundation.grid import parse_depth, parse_length
+from .models.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
 from .models.model_args import OPTION as MODEL_ARGS
 from .models.model_args import args_text, parse_model_args, window_from
 from .models.registry import ModelSpec
@@ -33,7 +34,6 @@ from .models.serving import (
     redact_url,
 )
 from .models.topk_rank import RANK_CHOICES
-from .run.grid_profile import GRID_CHOICES, REDUCED_CORE, GridProfile, choose, model_place
 from .tasks.context_size import SIZES
 from .tasks.stops import STOP_CHOICES
 
@@ -181,7 +181,7 @@ def add_options(parser: pytest.Parser) -> None:
                          "(binary k allowed: 16k)")
     group.addoption("--lceval-judge", dest="lceval_judge", default=None,
                     help="judge model for the judged tasks (long-document QA, summaries), any "
-                         "--model spec: openai:gpt-4o (HELMET's), hf:PATH, smollm2...; "
+                         "--model spec: openai:gpt-4o (the papers' judge), hf:PATH, smollm2...; "
                          f"env {JUDGE_ENV}")
     group.addoption("--lceval-judge2", dest="lceval_judge2", default=None,
                     help="a second judge that rates the same outputs (kappa, score difference)")
@@ -207,13 +207,14 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--chat-template", dest="lceval_chat_template", default=None,
                     choices=CHAT_TEMPLATE_CHOICES,
                     help="apply the model's chat template: auto (if it has one, except for "
-                         "the categories HELMET runs without one, e.g. recall), on, off")
+                         "the categories the reference code runs without one, e.g. recall), "
+                         "on, off")
     group.addoption("--lceval-stop-newline", dest="lceval_stop_newline", default=None,
                     choices=STOP_CHOICES,
-                    help="released (default): answers run their whole budget, as HELMET's "
-                         "released code runs them; config: RAG, re-rank and ICL answers stop "
-                         "at their first newline, as HELMET's configs (stop_new_line: true) "
-                         "intend but its arguments.py never reads")
+                    help="released (default): answers run their whole budget, as the released "
+                         "reference code runs them; config: RAG, re-rank and ICL answers stop "
+                         "at their first newline, as the reference configs "
+                         "(stop_new_line: true) intend but its arguments.py never reads")
     group.addoption("--lceval-threshold", dest="lceval_threshold", action="append", default=None,
                     help="minimum cell score 0..1, global (0.5) or per task (json_kv=0.3); "
                          "repeatable")
@@ -224,14 +225,15 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--lceval-device", dest="lceval_device", default=None,
                     help="device for local backends: auto, cpu, cuda, cuda:N")
     group.addoption("--lceval-rank", dest="lceval_rank", default=None,
-                    help="how a local backend (hf:) ranks Task Haystack's options: top100 "
-                         "(default, Lifelong-ICL's rule: an option outside the 100 most likely "
-                         "next tokens is unscored, none in them is no prediction) or full "
-                         "(every option from the whole vocabulary)")
+                    help="how a local backend (hf:) ranks a classification stream's options: "
+                         "top100 (default, the reference code's rule: an option outside the "
+                         "100 most likely next tokens is unscored, none in them is no "
+                         "prediction) or full (every option from the whole vocabulary)")
     group.addoption("--lceval-context-size", dest="lceval_context_size", default=None,
                     choices=SIZES,
                     help="how much context the recall, long-QA and summarisation prompts hold: "
-                         "reference (default: RULER's size search, HELMET's fixed document cut) "
+                         "reference (default: the reference code's size search or fixed document "
+                         "cut) "
                          "or fill (the prompt and generation budget fill 99-100 %% of the cell "
                          "for every task)")
     group.addoption("--lceval-batch-size", dest="lceval_batch_size", default=None,
@@ -249,9 +251,9 @@ def add_options(parser: pytest.Parser) -> None:
                          f"(default {DEFAULT_PRIOR_KNOWLEDGE_THRESHOLD})")
     group.addoption("--lceval-ref-tokenizer", dest="lceval_ref_tokenizer", default=None,
                     help="count cell lengths in this tokenizer (a folder, tokenizer.json or "
-                         ".gguf, e.g. Llama-2's as HELMET did) instead of the model's own; the "
-                         "model still gets the same text and cells that overflow its window "
-                         "are skipped")
+                         ".gguf, e.g. Llama-2's as the papers counted) instead of the model's "
+                         "own; the model still gets the same text and cells that overflow its "
+                         "window are skipped")
     group.addoption("--lceval-log-samples", dest="lceval_log_samples", action="store_true",
                     default=None,
                     help="write every case of every cell (the prompt as sent, after the chat "

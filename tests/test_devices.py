@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from pytest_lceval.run import devices
-from pytest_lceval.run.devices import DeviceError, GpuPlan, make_plan
+from pytest_lceval.models import devices
+from pytest_lceval.models.devices import DeviceError, GpuPlan, make_plan
 
 
 def no_probe() -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import pytest
 from toy_suite import RECALL_SUITE
 
 from pytest_lceval.verdicts.effective.length import (
-    RULER_THRESHOLD,
+    DEFAULT_THRESHOLD,
     SUITE_ROW,
     Curve,
     Scored,
@@ -30,7 +30,7 @@ RUN = ["--lceval-tasks", "niah_single_2,niah_multikey_2", "--lengths", "1k,2k,4k
 
 
 def curve(*scores: float, lengths: tuple[int, ...] = (1024, 2048, 4096, 8192)) -> Curve:
-    return Curve("s", "t", dict(zip(lengths, scores, strict=True)), RULER_THRESHOLD)
+    return Curve("s", "t", dict(zip(lengths, scores, strict=True)), DEFAULT_THRESHOLD)
 
 
 def test_the_longest_length_whose_score_stays_at_or_above_the_threshold() -> None:
@@ -40,7 +40,7 @@ def test_the_longest_length_whose_score_stays_at_or_above_the_threshold() -> Non
     assert curve(0.5, 1.0, 1.0, 1.0).text == "<1k" and curve(0.5, 1.0, 1.0, 1.0).effective \
         is None
     assert curve(1.0, 1.0, 1.0, 1.0).text == "≥8k" and curve(1.0, 1.0, 1.0, 1.0).at_least
-    assert Curve("s", "t", {}, RULER_THRESHOLD).text == "–"
+    assert Curve("s", "t", {}, DEFAULT_THRESHOLD).text == "–"
     assert Curve("s", "t", {4096: 0.9}, 0.95).text == "<4k"  # the threshold is an option
 
 
@@ -91,7 +91,7 @@ def test_a_model_with_a_cliff_after_4k_has_an_effective_length_of_4k(
         assert [row["scores"][n] for n in ("1k", "2k", "4k")] == [1.0, 1.0, 1.0]
         assert 0.05 <= row["scores"]["8k"] <= 0.4  # about after=0.2 of 20 cases answered
     text = (recall.path / "reports" / "cliff" / "summary.md").read_text(encoding="utf-8")
-    assert "**Claimed window vs effective length** (RULER's: the longest length at which the " \
+    assert "**Claimed window vs effective length** (the longest length at which the " \
            "score, and the score at every shorter length, is at least 0.856" in text
     assert "| recall | (all tasks) | 16k | 4k | 1k 1.00 · 2k 1.00 · 4k 1.00 · 8k 0." in text
     again = recall.runpytest("--model", CLIFF, *RUN, "--lceval-run", "strict",

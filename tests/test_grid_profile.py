@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_lceval.run.grid_profile import GridProfile, choose, header_line
+from pytest_lceval.models.grid_profile import GridProfile, choose, header_line
 
 
 def no_gpu() -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..tasks.metrics import normalize_answer
+from ..foundation.answer_text import normalize_answer
 
 JUDGE_MODES = ("", "garbage", "retry", "strict")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]?")

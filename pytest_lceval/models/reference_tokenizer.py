@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..foundation.data import DataError, DataSource
-from ..tasks.base import BuildContext
+from ..foundation.data import DataError
 from .base import Renderer
 from .gguf_header import check_gguf_size, gguf_vocabulary
 from .hf_text import HFText
@@ -117,13 +116,11 @@ class ReferenceTokenizer:
                 f"apart), so cell lengths are far from the model's; the results record its own "
                 f"count (input_tokens_model_mean)")
 
-    def build_context(self, model_renderer: Renderer, data: DataSource,
-                      seed: int) -> BuildContext:
+    def renderer(self, model_renderer: Renderer) -> Renderer:
         """Generators slice and count in the reference tokenizer; the prompt they render is
         the model's (its chat template), so the model is fed exactly the text counted here."""
-        renderer = Renderer(model_renderer.template, self.text.count,
-                            count_joined=self.text.count_joined)
-        return BuildContext(self.text, renderer, data, seed)
+        return Renderer(model_renderer.template, self.text.count,
+                        count_joined=self.text.count_joined)
 
 
 def load_reference(path: Path) -> ReferenceTokenizer:

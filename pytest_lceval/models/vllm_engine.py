@@ -1,11 +1,11 @@
 """vLLM's offline engine as a backend, for big local models on GPUs.
 
 Spec: ``vllm:PATH_OR_ID``; ``--lceval-tensor-parallel T`` splits each layer over T GPUs and
-``--lceval-pipeline-parallel P`` the layers over P stages, so an engine spans T x P GPUs (each
-xdist worker gets that many, see run/devices.py); ``--lceval-vllm-executor ray`` runs its workers on
-a Ray cluster, so that an engine can span nodes. The tensor-parallel size is in the fingerprint
-(a split layer sums its parts in another order); the pipeline size and the executor are not:
-they place the same per-layer computation on other GPUs, so their answers are shared.
+``--lceval-pipeline-parallel P`` the layers over P stages, so an engine spans T x P GPUs (each xdist
+worker gets that many, see models/devices.py); ``--lceval-vllm-executor ray`` runs its workers on a
+Ray cluster, so that an engine can span nodes. The tensor-parallel size is in the fingerprint (a
+split layer sums its parts in another order); the pipeline size and the executor are not: they place
+the same per-layer computation on other GPUs, so their answers are shared.
 
 - Prefix caching is on: the cases of a cell share their instructions and often their context,
   and Task Haystack's rank requests share whole streams, so vLLM reuses those KV blocks.

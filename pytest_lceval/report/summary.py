@@ -382,7 +382,7 @@ def headline(summary: RunSummary, marks: bool = True, code: bool = True) -> str:
 
 def effective_legend(summary: RunSummary) -> str:
     threshold = summary.effective[0].threshold
-    return (f"RULER's: the longest length at which the score, and the score at every shorter "
+    return (f"the longest length at which the score, and the score at every shorter "
             f"length, is at least {threshold:.3f}; a task's score at a length pools its depths, "
             f"a suite's is the mean over its tasks; ≥ when every length measured holds, < when "
             f"the shortest misses")
@@ -470,7 +470,7 @@ def to_markdown(summary: RunSummary) -> str:
         lines += ["", f"**{section.title}**", "", *section.lines]
     if summary.worst:
         lines += ["", "**Worst cells** (ranked by the verdict that decides each: regressions, a "
-                      "suite's own FAILs, LongScore's failures, other failures, drops; the "
+                      "suite's own FAILs, relative criteria's failures, other failures, drops; the "
                       "lowest scores when none)", "",
                   "| cell | score (95% CI) | metric | N | verdict | why |",
                   "|---|--:|---|--:|---|---|"]

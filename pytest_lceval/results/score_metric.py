@@ -47,10 +47,11 @@ def range_text(bounds: list[float | None]) -> str:
 
 
 STRING_MATCH_ALL = ScoreMetric(
-    "string_match_all", "RULER's: the share of the gold strings found in the output (lower case)")
+    "string_match_all", "the share of the gold strings found in the output (lower case)")
+"""RULER's ``string_match_all``."""
 SUBEM = ScoreMetric(
-    "subem", "HELMET's substring exact match: 1 when a normalised gold answer is in the "
-             "normalised output")
+    "subem", "substring exact match: 1 when a normalised gold answer is in the normalised output")
+"""HELMET's substring exact match (SubEM)."""
 NDCG_AT_10 = ScoreMetric(
     "ndcg@10", "trec_eval's NDCG@10 of the ranking in the output against the TREC qrels "
                "(0 when no ranking can be read)")
@@ -63,7 +64,8 @@ RECALL_AT_5 = ScoreMetric("recall@5", "ALCE's QAMPARI recall-5: the share of gol
                                       "found, full marks at 5")
 LABEL_ACCURACY = ScoreMetric("accuracy", "1 when the parsed label equals the gold label")
 """HELMET's ICL ``exact_match``."""
-CHOICE_ACCURACY = ScoreMetric("accuracy", "1 when the answer names the correct option (HELMET's "
-                                          "∞Bench choice exact_match)")
+CHOICE_ACCURACY = ScoreMetric("accuracy", "1 when the answer names the correct option "
+                                          "(∞Bench's choice exact_match)")
+"""HELMET's scoring of ∞Bench's multiple-choice questions."""
 NUMBER_ACCURACY = ScoreMetric("accuracy", "1 when the first number of the answer is the gold one")
 """100-LongBench's ``acc_score``."""

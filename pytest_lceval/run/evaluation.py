@@ -104,7 +104,8 @@ class Evaluator:
         """The build context with the rendering ``task`` gets (see chat_choice)."""
         renderer = renderer_for(self.model.renderer, self.settings.chat_template, task)
         if self.reference is not None:  # lengths in the reference tokenizer's tokens
-            return self.reference.build_context(renderer, self.data, self.settings.seed)
+            return BuildContext(self.reference.text, self.reference.renderer(renderer),
+                                self.data, self.settings.seed)
         return BuildContext(self.model.tokenizer, renderer, self.data, self.settings.seed)
 
     def build(self, task: GenerationTask, cell: Cell) -> list[Case]:

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """Lower case, no punctuation, no articles, single spaces (SQuAD's normalisation)."""
-    text = text.lower().translate(_PUNCTUATION)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+from ..foundation.answer_text import normalize_answer
 
 
 def substring_exact_match(output: str, golds: Sequence[str]) -> float:

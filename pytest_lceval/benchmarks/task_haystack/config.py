@@ -26,7 +26,7 @@ DEFAULTS = {"tasks": "main16", "permutations": 5, "resamples": 5, "test_size": 1
 OFFLINE_DEFAULTS = {"tasks": "all", "permutations": 1, "resamples": 3, "test_size": 4}
 """Used only on the offline pack and only for options the user did not set."""
 REDUCED_HAYSTACK = {"tasks": "main16", "permutations": 1, "resamples": 2, "test_size": 5}
-"""The reduced grid (``run.grid_profile``) on the real data: one task order, the fewest
+"""The reduced grid (``models.grid_profile``) on the real data: one task order, the fewest
 resamples a paired t-test takes, five test inputs per task."""
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from ...results.cells import CellResult, Judgement
 from ...settings import bounded, option_value
-from .length import RULER_THRESHOLD, SUITE_ROW, changes, curves
+from .length import DEFAULT_THRESHOLD, SUITE_ROW, changes, curves
 from .rows import OPTIONS, EffectiveOptions, baseline_curves, baseline_of, scored
 
 GATE = "effective_length"
@@ -19,7 +19,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-effective-threshold", dest="lceval_effective_threshold",
                     default=None, metavar="SCORE",
                     help=f"score 0..1 a length must reach to count in the effective context "
-                         f"length (default {RULER_THRESHOLD}: RULER's, Llama-2-7B at 4k)")
+                         f"length (default {DEFAULT_THRESHOLD}: the reference's, Llama-2-7B's "
+                         f"score at 4k)")
     group.addoption("--lceval-effective-gate", dest="lceval_effective_gate", default=None,
                     choices=GATE_CHOICES,
                     help="with --lceval-compare, fail the run when a suite's effective context "
@@ -40,7 +41,7 @@ def _gate(text: object) -> str:
 def pytest_lceval_configure(config: pytest.Config) -> None:
     options = EffectiveOptions(
         option_value(config, "lceval_effective_threshold",
-                     lambda v: bounded(float, v, 0.0, 1.0), RULER_THRESHOLD,
+                     lambda v: bounded(float, v, 0.0, 1.0), DEFAULT_THRESHOLD,
                      "Give a score 0..1 such as --lceval-effective-threshold 0.856."),
         option_value(config, "lceval_effective_gate", _gate, "off",
                      "Use off, suite or task."))

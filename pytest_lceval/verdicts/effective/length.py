@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ...foundation.grid import format_length
 
-RULER_THRESHOLD = 0.856
+DEFAULT_THRESHOLD = 0.856
 """Llama-2-7B's RULER average at 4k (85.6 %), RULER's threshold."""
 SUITE_ROW = ""
 """The ``task`` of a suite's own row."""

@@ -14,7 +14,7 @@ from ....settings import option_value
 DEFAULT_BASE_LENGTHS = "2k,4k,6k"
 DEFAULT_FLOOR = 0.05
 REDUCED_LONGSCORE_BASE = "1k"
-"""The reduced grid's base length (``run.grid_profile.REDUCED_CORE`` runs 1k and 2k), so its
+"""The reduced grid's base length (``models.grid_profile.REDUCED_CORE`` runs 1k and 2k), so its
 2k cells get a LongScore."""
 RELEASED, PAPER = "released", "paper"
 BASES = (RELEASED, PAPER)

@@ -14,17 +14,8 @@ from typing import Any
 import pytest
 
 from ..foundation.workers import worker_count, worker_id
-from ..run import devices
-from ..settings import (
-    BASE_URL_ENV,
-    SERVING,
-    SETTINGS,
-    flag,
-    lookup,
-    resolve_serving,
-    serving_options,
-)
-from .serving import (
+from ..models import devices
+from ..models.serving import (
     API_MODES,
     DEFAULT_CONCURRENCY,
     DEFAULT_GPU_MEMORY,
@@ -33,6 +24,15 @@ from .serving import (
     VLLM_EXECUTORS,
     ServingOptions,
     redact_url,
+)
+from ..settings import (
+    BASE_URL_ENV,
+    SERVING,
+    SETTINGS,
+    flag,
+    lookup,
+    resolve_serving,
+    serving_options,
 )
 
 GPU_PLAN = pytest.StashKey[devices.GpuPlan]()
