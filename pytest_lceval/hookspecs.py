@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .fetch.catalog import Release
     from .foundation.criterion import Criterion
     from .models.base import Backend
     from .models.registry import LoadOptions, ModelSpec
@@ -34,6 +35,16 @@ def pytest_lceval_suites(config: pytest.Config) -> list[Suite | MoreTasks] | Non
     """The suites a plugin provides, each declaring its tasks, and the tasks it adds to other
     plugins' suites (``MoreTasks``). Called once per session, after ``pytest_configure``:
     return new objects, so nothing outlives the session."""
+
+
+@pytest.hookspec
+def pytest_lceval_releases() -> list[Release] | None:
+    """The public releases a plugin's suites read, each with its files, licence and the suites
+    that read it: what ``--lceval-fetch`` and ``python -m pytest_lceval.fetch`` fetch, and which
+    data folder feeds which suite (``run/data_check.py``). A release several families read is
+    declared once, by one of them, listing every suite that reads it. No arguments: the command
+    line asks it without a session (``fetch/declared.py``); the fetch order is the plugins'
+    registration order."""
 
 
 @pytest.hookspec

@@ -50,9 +50,11 @@ SUITE_MARKER = "lceval"
 #: Feature plugins, loaded with this one: each adds its own options and hooks (grids, judges,
 #: session reports), so suites grow without touching this file's logic.
 #: A plugin module that builtin_suites imports (a family's options) comes before it: pytest
-#: rewrites a plugin's asserts only when it imports the module itself.
+#: rewrites a plugin's asserts only when it imports the module itself. The families' releases
+#: (pytest_lceval_releases) are fetched in this list's order: HELMET's, RULER's, Task Haystack's.
 pytest_plugins = [
     "pytest_lceval.models.builtin_backends",
+    "pytest_lceval.benchmarks.helmet.data_plugin",
     "pytest_lceval.benchmarks.ruler.ruler_plugin",
     "pytest_lceval.benchmarks.helmet.summ_plugin",
     "pytest_lceval.builtin_suites",

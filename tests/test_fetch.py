@@ -27,7 +27,7 @@ import pytest
 from fake_hub import FakeHub, Served, serving
 from shared_data import SHARED_DATA
 
-from pytest_lceval.fetch.catalog import by_name
+from pytest_lceval.benchmarks.ruler.releases import ESSAYS
 from pytest_lceval.fetch.download import FetchError, Progress, download
 
 TESTS = Path(__file__).resolve().parent
@@ -195,7 +195,7 @@ def test_an_unknown_name_lists_the_data_sets_and_suites(home: dict[str, str]) ->
     outcome = fetch(home, "recal", "--plan")
     assert outcome.returncode == 1
     assert "error: unknown data set or suite 'recal'; data sets: helmet, alce_prompts, " \
-           "pg_essays" in outcome.stderr and "suites: cite, icl, longbench100" in outcome.stderr
+           "banking77" in outcome.stderr and "suites: cite, icl, longbench100" in outcome.stderr
 
 
 # -- plain URLs ----------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def test_an_unreachable_source_keeps_what_arrived_for_the_next_fetch(tmp_path: P
 @needs_shared
 def test_a_killed_plain_fetch_resumes_where_it_stopped(
         hub: FakeHub, home: dict[str, str], tmp_path: Path) -> None:
-    essays = by_name()["pg_essays"].files
+    essays = ESSAYS.files
     for spec in essays:
         hub.plain_file(spec.source, Served((SHARED / "data" / spec.target).read_bytes()))
     slow = max(essays, key=lambda spec: spec.size)

@@ -17,8 +17,8 @@ from run_outputs import read_results
 from shared_data import SHARED_DATA
 
 from pytest_lceval.benchmarks.task_haystack.config import OFFLINE_PACK
+from pytest_lceval.benchmarks.task_haystack.releases import LLICL
 from pytest_lceval.benchmarks.task_haystack.verdict import paired_verdict
-from pytest_lceval.fetch.catalog import by_name
 from pytest_lceval.run.model_usage import read_usage
 from pytest_lceval.store.database import Store
 
@@ -204,7 +204,7 @@ def test_every_controlled_setting_runs(suite: pytest.Pytester) -> None:
 def mirror(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
     """A mirror of GitHub raw serving the verified copy of INK-USC/llicl-data."""
     fake = FakeHub()
-    for spec in by_name()["llicl"].files:
+    for spec in LLICL.files:
         fake.plain_file(spec.source, Served((SHARED_DATA / spec.target).read_bytes()))
     with serving(fake):
         monkeypatch.setenv("LCEVAL_FETCH_MIRROR", fake.mirror)

@@ -15,7 +15,7 @@ from run_outputs import read_results
 from shared_data import SHARED_DATA
 from test_fetch import ARCHIVE, REPO, helmet_archive
 
-from pytest_lceval.fetch.catalog import by_name
+from pytest_lceval.benchmarks.helmet.releases import ALCE_PROMPTS
 
 SUITES = {name: f"import pytest\npytestmark = pytest.mark.lceval(suite='{name}')\n\n"
                 f"def test_{name}(lc_cell, lc_eval):\n    lc_eval.check(lc_eval.run(lc_cell))\n"
@@ -80,7 +80,7 @@ def test_fetched_folders_give_the_tasks_cells_and_a_rerun_asks_nothing(
                     reason="HELMET's prompt files (../shared/reference) are not here")
 def test_cite_reads_the_prompt_files_fetched_from_plain_urls(
         suites: pytest.Pytester, hub: FakeHub) -> None:
-    for spec in by_name()["alce_prompts"].files:
+    for spec in ALCE_PROMPTS.files:
         name = spec.target.split("/")[-1]
         body = (SHARED_DATA.parent / "reference" / "helmet" / "prompts" / name).read_bytes()
         hub.plain_file(spec.source, Served(body))

@@ -12,18 +12,20 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .catalog import RELEASES, default_dest, known_suites, select
+from .catalog import default_dest, known_suites, select
+from .declared import declared_releases
 from .download import MIRROR_ENV, FetchError, fetch, plan
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    releases = declared_releases()
     parser = argparse.ArgumentParser(
         prog="python -m pytest_lceval.fetch",
         description="Download the public data sets the named suites read into a data "
                     "directory (hub files through huggingface_hub and its cache).")
     parser.add_argument("names", nargs="+", metavar="NAME",
-                        help=f"a suite ({', '.join(sorted(known_suites()))}), a data set "
-                             f"({', '.join(r.name for r in RELEASES)}) or all")
+                        help=f"a suite ({', '.join(sorted(known_suites(releases)))}), a data "
+                             f"set ({', '.join(r.name for r in releases)}) or all")
     parser.add_argument("--dest", type=Path, default=default_dest(),
                         help="the data directory to fill (default %(default)s)")
     parser.add_argument("--plan", action="store_true",
@@ -33,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"hub files follow HF_ENDPOINT")
     args = parser.parse_args(argv)
     try:
-        the_plan = plan(select(args.names), args.dest)
+        the_plan = plan(select(releases, args.names), args.dest)
         print("\n".join(the_plan.lines()), flush=True)
         if args.plan:
             return 0

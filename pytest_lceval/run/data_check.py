@@ -2,18 +2,19 @@
 
 ``--lceval-data .../data/llicl`` (one level too deep) used to be taken without a word: Task
 Haystack ran its offline pack and recall its self-made essays, each result saying "fixtures".
-Which folder feeds which suite is the fetch catalog's (fetch/catalog.py: every release, the
-folders it fills and the suites that read them), so it is written once. A directory holding none
-of them is an error naming what was expected (and the parent, when that is the data directory);
-one holding some gets a header line saying, suite by suite, what was found and what was not.
+Which folder feeds which suite is said once, by the releases the families declare (each
+fetch/catalog.py ``Release`` names the folders it fills and the suites that read them). A
+directory holding none of them is an error naming what was expected (and the parent, when that
+is the data directory); one holding some gets a header line saying, suite by suite, what was
+found and what was not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..fetch.catalog import RELEASES
+from ..fetch.catalog import Release
 from ..foundation.data import DataError, DataSource
 from .generation_suite import GenerationSuite, NeedsData
 from .suite import Suite
@@ -22,11 +23,12 @@ SHOWN = 6
 """Entries of a directory named in the error, at most."""
 
 
-def suite_folders(suites: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """The data folders each of ``suites`` reads, in the catalog's order."""
+def suite_folders(releases: Sequence[Release],
+                  suites: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The data folders each of ``suites`` reads, in the order of ``releases``."""
     wanted = set(suites)
     folders: dict[str, dict[str, None]] = {}
-    for release in RELEASES:
+    for release in releases:
         for folder in release.folders:
             for suite in wanted.intersection(release.read_by(folder)):
                 folders.setdefault(suite, {})[folder] = None
@@ -35,17 +37,18 @@ def suite_folders(suites: Iterable[str]) -> dict[str, tuple[str, ...]]:
 
 def tasks_fed_by(root: Path, suites: Iterable[Suite]) -> list[str]:
     """Tasks that declare the data they read (``NeedsData``) and find it in ``root``: a
-    plugin's own folder, which the catalog does not know, makes the directory the right one."""
+    plugin's own folder, which no release declares, makes the directory the right one."""
     data = DataSource(root)
     return [f"{suite.name}/{task.name}" for suite in suites if isinstance(suite, GenerationSuite)
             for task in suite.tasks.values()
             if isinstance(task, NeedsData) and task.missing_data(data) is None]
 
 
-def check_data_dir(root: Path, suites: Mapping[str, Suite]) -> list[str]:
+def check_data_dir(root: Path, suites: Mapping[str, Suite],
+                   releases: Sequence[Release]) -> list[str]:
     """Header lines for data directory ``root``; DataError when it holds none of the folders
-    that ``suites`` read, by the catalog or by their tasks' own declarations."""
-    reads = suite_folders(suites)
+    that ``suites`` read, by ``releases`` or by their tasks' own declarations."""
+    reads = suite_folders(releases, suites)
     expected = list(dict.fromkeys(folder for names in reads.values() for folder in names))
     if not expected:
         return []

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from ..fetch.declared import releases_of
 from ..foundation.data import DataError
 from ..models.options import RequestFailed
 from ..models.reference_tokenizer import ReferenceTokenizerError, check_reference
@@ -61,7 +62,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     check_task_names(settings, known_task_names(config))
     if settings.data_dir is not None:
         try:
-            config.stash[DATA_LINES] = check_data_dir(settings.data_dir, suites_of(config))
+            config.stash[DATA_LINES] = check_data_dir(settings.data_dir, suites_of(config),
+                                                     releases_of(config.pluginmanager))
         except DataError as exc:
             raise pytest.UsageError(f"pytest-lceval: --lceval-data: {exc}") from None
     try:

@@ -1,2 +1,3 @@
 """What HELMET's realistic categories share: passage formatting and packing (``passages``);
-HELMET's released data is fetched by the core's fetch/catalog.py entries."""
+the public releases its suites read (``releases``), declared to the fetch with ``--helmet-fetch``
+(``data_plugin``)."""

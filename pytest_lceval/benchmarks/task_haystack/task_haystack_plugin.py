@@ -1,5 +1,5 @@
-"""Task Haystack's pytest wiring: options, and the suite and criterion it registers (its data is
-fetched by --lceval-fetch llicl, or --haystack-fetch)."""
+"""Task Haystack's pytest wiring: options, the suite and criterion it registers, and its data's
+release, declared to the fetch (fetched by --lceval-fetch llicl, or --haystack-fetch)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import math
 
 import pytest
 
+from ...fetch.catalog import Release
 from ...report.finding import Finding, fixed, percent
 from ...report.section import SummarySection
 from ...results.cells import CellResult
 from ...settings import Settings
 from . import config as haystack_config
 from .metrics import HaystackMetrics
+from .releases import LLICL
 from .report import verdict_section
 from .suite import HaystackSuite, TTestCriterion
 from .verdict import FAIL
@@ -22,6 +24,14 @@ HAYSTACK = pytest.StashKey[haystack_config.HaystackSettings]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     haystack_config.add_options(parser)
+    parser.getgroup("lceval").addoption(
+        "--haystack-fetch", dest=LLICL.flag, action="store_true", default=None,
+        help=f"the same as --lceval-fetch {LLICL.name} (Task Haystack's public data)")
+
+
+@pytest.hookimpl
+def pytest_lceval_releases() -> list[Release]:
+    return [LLICL]
 
 
 @pytest.hookimpl
