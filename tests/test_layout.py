@@ -60,18 +60,15 @@ BENCHMARK_NAMES = re.compile(r"longscore|helmet|haystack|ruler|longbench", re.IG
 PLUGIN_LIST = {"plugin.py"}
 """The core module that names the benchmarks' plugins, as strings in its list."""
 NAMES_LEFT = {
-    "fetch/catalog.py": 32, "fetch/fetch_plugin.py": 11, "judge/helmet_prompts.py": 2,
-    "judge/judge_plugin.py": 12, "judge/rubrics.py": 30, "report/summary.py": 2,
+    "fetch/catalog.py": 32, "fetch/fetch_plugin.py": 11, "report/summary.py": 2,
     "results/score_metric.py": 3, "settings.py": 8,
-    "tasks/metrics.py": 2, "verdicts/effective/effective_plugin.py": 4,
-    "verdicts/effective/length.py": 1,
+    "verdicts/effective/effective_plugin.py": 4, "verdicts/effective/length.py": 1,
 }
 """What is left to move (#40): the core modules whose code still names a benchmark, with how
 many names. Each family's data catalogue entries and ``--helmet-fetch``/``--haystack-fetch``
-(fetch/), HELMET's judge prompts and rubrics and their option (judge/), the "longscore" default
-policy of generation suites, RULER's threshold default, HELMET's parse_output, and help texts
-and metric labels that cite a paper. No module may join it and a count only goes down: a move
-updates it."""
+(fetch/), the "longscore" default policy of generation suites, RULER's threshold default, and
+help texts and metric labels that cite a paper. No module may join it and a count only goes
+down: a move updates it."""
 
 
 def code_tokens(source: str) -> list[str]:
