@@ -19,7 +19,8 @@ A task (data: builds a cell's cases, scores an output; never calls a model):
     the cell cannot hold the task. ``ScoreMetric``: the metric a task's scores are on, declared
     as its ``metric``; ``STRING_MATCH_ALL`` and ``SUBEM`` are RULER's and HELMET's.
     ``string_match_all``, ``substring_exact_match``: those metrics' scoring functions.
-    ``Rubric``, ``RUBRICS``: the judge's rubrics by name, for a task that is judged.
+    ``Rubric``: the base of a judge's rubric; ``RUBRICS``: the rubrics the benchmark families
+    declare, by name, for a task that is judged by one of them.
 
 A suite (declares its tasks or measures its own cells; returned by ``pytest_lceval_suites``):
     ``GenerationSuite``: a suite of generation tasks, ready to instantiate. ``MoreTasks``: tasks a

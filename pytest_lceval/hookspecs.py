@@ -92,6 +92,15 @@ def pytest_lceval_scoring_models(config: pytest.Config) -> dict[str, ScoringMode
     (``models/scoring.py``) and hands them to every task's ``cell_metrics``."""
 
 
+@pytest.hookspec
+def pytest_lceval_judge_texts(config: pytest.Config) -> dict[str, str] | None:
+    """Prompt texts by name that the judge asks every rubric in (``Rubric.worded``), replacing
+    this project's words where a rubric has a use for them: a family's own judge prompts, read
+    from its paper's code at the user's request (HELMET's, ``--lceval-helmet-judge-prompts``).
+    Called once per process, in ``pytest_lceval_configure``; a ``pytest.UsageError`` raised
+    here stops the run. None or empty: the project's words."""
+
+
 @pytest.hookspec(firstresult=True)
 def pytest_lceval_finding(result: CellResult) -> Finding | None:
     """How a measured cell reads in a suite's "look first" line when a plugin's own verdict

@@ -76,6 +76,7 @@ pytest_plugins = [
     "pytest_lceval.run.completion",
     "pytest_lceval.report.run_progress",
     "pytest_lceval.benchmarks.helmet.cite_plugin",
+    "pytest_lceval.benchmarks.helmet.judge_prompts_plugin",
     "pytest_lceval.judge.judge_plugin",
 ]
 

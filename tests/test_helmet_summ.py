@@ -13,6 +13,7 @@ import pytest
 from run_outputs import read_results
 
 from pytest_lceval.benchmarks.helmet.longqa import OMITTED
+from pytest_lceval.benchmarks.helmet.output import helmet_parse_output as parse_output
 from pytest_lceval.benchmarks.helmet.summ import rouge_lsum_f1, worded
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.foundation.data import DataError, DataSource
@@ -27,7 +28,6 @@ from pytest_lceval.store.database import Store
 from pytest_lceval.tasks.base import BuildContext, CellDoesNotFit
 from pytest_lceval.tasks.context_size import FILL, REFERENCE
 from pytest_lceval.tasks.judged import JudgedTask
-from pytest_lceval.tasks.metrics import helmet_parse_output as parse_output
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "helmet_summ"
 SUBSTITUTES = FIXTURES / "substitutes"

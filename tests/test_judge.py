@@ -12,10 +12,12 @@ from run_outputs import read_results
 from test_report import html_tests
 from toy_suite import JUDGED_SUITE, JUDGED_TASK
 
+from pytest_lceval.benchmarks.helmet import rubrics as helmet
+from pytest_lceval.benchmarks.longbench100 import rubrics as longbench100
 from pytest_lceval.judge.agreement import kappa, rank_correlation
 from pytest_lceval.judge.panel import Judge, JudgePanel, JudgeSpec, judge_outputs
 from pytest_lceval.judge.replies import Unparsed, parse_scores
-from pytest_lceval.judge.rubrics import RUBRICS, helmet_answer
+from pytest_lceval.judge.rubrics import RUBRICS, declare
 from pytest_lceval.models.registry import LoadOptions, ModelSpec, load_backend
 from pytest_lceval.results.records import Case
 from pytest_lceval.store.database import Store
@@ -66,31 +68,48 @@ def case(gold: tuple[str, ...], **meta: object) -> Case:
 
 
 def test_helmet_reads_the_answer_after_its_prefix() -> None:
-    assert helmet_answer("Let me think.\nAnswer: answer: Skye") == "Skye"
-    assert helmet_answer("Skye\nis the place") == "Skye is the place"
+    assert helmet.helmet_answer("Let me think.\nAnswer: answer: Skye") == "Skye"
+    assert helmet.helmet_answer("Skye\nis the place") == "Skye is the place"
 
 
 def test_the_rubrics_arithmetic() -> None:
-    qa = RUBRICS["helmet_qa"]
+    qa = helmet.QA
     assert qa.score([{"fluency": 1, "correctness": 2}], case(("x",)), []) == pytest.approx(2 / 3)
     assert qa.score([{"fluency": 0, "correctness": 3}], case(("x",)), []) == 0
-    summary = RUBRICS["helmet_summary_legal"]
+    summary = helmet.SUMMARY_LEGAL
     # recall 2 of 4 key points = 0.5, precision 3 of 4 sentences = 0.75: F1 0.6
     ratings = [{"fluency": 1}, {"recall": 2}, {"precision": 3, "sentence_count": 4}]
     assert summary.score(ratings, case(("ref",)), ["a", "b", "c", "d"]) == pytest.approx(0.6)
     assert summary.score([{"fluency": 0}, *ratings[1:]], case(("ref",)), ["a"] * 4) == 0
-    longbench = RUBRICS["longbench_qa"]
+    longbench = longbench100.QA
     assert longbench.score([{"fluency": 2, "correctness": 1}, {"fluency": 1, "correctness": 3}],
                            case(("a", "b")), []) == pytest.approx(3 / 6)
     assert longbench.missing == 0.0 and qa.missing is None
-    summ = RUBRICS["longbench_summary"]
+    summ = longbench100.SUMMARY
     assert summ.score([{"fluency": 1}, {"precision": 1, "sentence_count": 4},
                        {"precision": 3, "sentence_count": 4}], case(("r1", "r2")),
                       []) == pytest.approx(0.75)
 
 
+def test_each_family_declares_its_rubrics_by_the_name_its_results_record() -> None:
+    assert {name: RUBRICS[name].metric.name for name in (
+        "helmet_qa", "helmet_summary_legal", "helmet_summary_book", "helmet_summary_document",
+        "longbench_qa", "longbench_summary")} == {
+        "helmet_qa": "judge:helmet_qa", "helmet_summary_legal": "judge:helmet_summary_legal",
+        "helmet_summary_book": "judge:helmet_summary_book",
+        "helmet_summary_document": "judge:helmet_summary_document",
+        "longbench_qa": "judge:longbench_qa", "longbench_summary": "judge:longbench_summary"}
+    assert RUBRICS["helmet_qa"] is helmet.QA
+    declare(helmet.HelmetQA())  # the same rubric again (its module imported anew) replaces it
+    assert RUBRICS["helmet_qa"] is not helmet.QA
+    declare(helmet.QA)
+    with pytest.raises(ValueError, match="'helmet_qa' is declared twice: HelmetQA and Clash"):
+        declare(type("Clash", (longbench100.LongBenchQA,), {"name": "helmet_qa"})())
+    assert RUBRICS["helmet_qa"] is helmet.QA
+
+
 def test_longbench_asks_once_per_correct_answer_about_the_first_line() -> None:
-    asks = RUBRICS["longbench_qa"].asks("Paris\nand more text", case(("Paris", "paris, France"),
+    asks = longbench100.QA.asks("Paris\nand more text", case(("Paris", "paris, France"),
                                                                      question="Where?"), [])
     assert len(asks) == 2
     assert all(ask.prompt.endswith("Answer: Paris\n") for ask in asks)
@@ -125,7 +144,7 @@ def test_rank_correlation_needs_three_varying_pairs() -> None:
 
 class ToyQA:
     name, suite, uses_depth, rule_metric = "toyqa", "toy", False, "subem"
-    rubric = RUBRICS["helmet_qa"]
+    rubric = helmet.QA
 
     def score(self, output: str, case: Case) -> float:
         return float(case.gold[0].lower() in output.lower())
@@ -148,7 +167,7 @@ def test_one_retry_then_unparsed_cases_leave_helmets_mean(tmp_path: Path) -> Non
     garbage = judge_outputs(judge(store, "mock:judge?mode=garbage"), ToyQA.rubric, OUTPUTS,
                             CASES)
     assert garbage.scores == [None] * 4 and all(garbage.unparsed) and garbage.retried == 4
-    zero = judge_outputs(judge(store, "mock:judge?mode=garbage"), RUBRICS["longbench_qa"],
+    zero = judge_outputs(judge(store, "mock:judge?mode=garbage"), longbench100.QA,
                          OUTPUTS, CASES)
     assert zero.scores == [0.0] * 4  # 100-LongBench scores an unreadable reply 0
 
@@ -188,11 +207,11 @@ def test_a_second_judge_gives_kappa_and_the_score_difference(tmp_path: Path) -> 
 def test_key_points_are_written_once_and_read_back_from_the_store(tmp_path: Path) -> None:
     store = Store(tmp_path / "store.sqlite")
     summary = case(("The firm was sued in 2019. The suit was about wages. They settled.",))
-    first = judge_outputs(judge(store, "mock:judge"), RUBRICS["helmet_summary_legal"],
+    first = judge_outputs(judge(store, "mock:judge"), helmet.SUMMARY_LEGAL,
                           ["The firm was sued in 2019 over wages."], [summary])
     assert first.requests == 4  # key points, fluency, recall, precision
     given = case(summary.gold, keypoints=["The firm was sued.", "It settled."])
-    again = judge_outputs(judge(store, "mock:judge"), RUBRICS["helmet_summary_legal"],
+    again = judge_outputs(judge(store, "mock:judge"), helmet.SUMMARY_LEGAL,
                           ["The firm was sued in 2019 over wages."] * 2, [summary, given])
     # No key points written: the first case's are stored, the second's come from its data;
     # only the recall ask is new (fluency and precision ask what was asked before).
@@ -294,7 +313,7 @@ def test_bad_judge_options_fail_at_start_up_in_one_line(
 
 
 def test_helmet_judge_prompts_are_read_from_helmets_scripts_or_refused(tmp_path: Path) -> None:
-    from pytest_lceval.judge.helmet_prompts import SCRIPTS, read_helmet_prompts
+    from pytest_lceval.benchmarks.helmet.judge_prompts import SCRIPTS, read_helmet_prompts
 
     scripts = tmp_path / "scripts"
     scripts.mkdir()

@@ -59,13 +59,6 @@ def test_the_rule_sees_a_crossing_however_it_is_written(source: str) -> None:
 BENCHMARK_NAMES = re.compile(r"longscore|helmet|haystack|ruler|longbench", re.IGNORECASE)
 PLUGIN_LIST = {"plugin.py"}
 """The core module that names the benchmarks' plugins, as strings in its list."""
-NAMES_LEFT = {
-    "judge/helmet_prompts.py": 2, "judge/judge_plugin.py": 12, "judge/rubrics.py": 30,
-    "tasks/metrics.py": 2,
-}
-"""What is left to move (#40): the core modules whose code still names a benchmark, with how
-many names. HELMET's judge prompts and rubrics and their option (judge/), HELMET's
-parse_output. No module may join it and a count only goes down: a move updates it."""
 
 
 def code_tokens(source: str) -> list[str]:
@@ -89,7 +82,7 @@ def test_the_core_names_no_benchmark_outside_its_prose() -> None:
     found = {str(path.relative_to(PACKAGE)): len(names) for path in core_modules()
              if path.name not in PLUGIN_LIST
              and (names := benchmark_names(path.read_text(encoding="utf-8")))}
-    assert found == NAMES_LEFT
+    assert found == {}
 
 
 @pytest.mark.parametrize(("source", "found"), [

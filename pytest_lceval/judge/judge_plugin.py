@@ -5,7 +5,6 @@ that judges nothing, or whose verdicts are all stored, never loads a judge)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +21,11 @@ from ..run.suite import Suite, suites_of
 from ..settings import SETTINGS, Settings, bounded, expand_user, flag, option_value, serving_options
 from ..store.database import Store
 from ..tasks.judged import JudgedTask
-from .helmet_prompts import read_helmet_prompts
 from .panel import DEFAULT_MAX_NEW_TOKENS, Judge, JudgePanel, JudgeSpec
 
 JUDGES = pytest.StashKey[tuple[JudgeSpec, ...]]()
 PROMPT_TEXTS = pytest.StashKey[dict[str, str]]()
-"""HELMET's own judge prompts read by --lceval-helmet-judge-prompts (empty without it): the
+"""The prompt texts the plugins offer (``pytest_lceval_judge_texts``; empty when none does): the
 session's judge panel asks its rubrics in them."""
 DEFAULT_JUDGE_CONCURRENCY = 2 * DEFAULT_CONCURRENCY
 DEFAULT_JUDGE_BATCH = 16
@@ -48,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-judge-prefill", dest="lceval_judge_prefill", action="store_true",
                     default=False,
                     help="begin each judge reply with its JSON's first field (a small local "
-                         "judge then gives scores; no reasoning first, unlike HELMET's judge)")
+                         "judge then gives scores, without the reasoning the prompts ask for "
+                         "first)")
     group.addoption("--lceval-judge-concurrency", dest="lceval_judge_concurrency", default=None,
                     help=f"judge requests in flight per server judge (default "
                          f"{DEFAULT_JUDGE_CONCURRENCY})")
@@ -56,12 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"judge requests per backend call (default {DEFAULT_JUDGE_BATCH})")
     group.addoption("--lceval-judge-max-tokens", dest="lceval_judge_max_tokens", default=None,
                     help=f"most tokens a judge writes per reply (default "
-                         f"{DEFAULT_MAX_NEW_TOKENS}, HELMET's)")
-    group.addoption("--lceval-helmet-judge-prompts", dest="lceval_helmet_judge_prompts",
-                    default=None, metavar="PATH",
-                    help="a HELMET checkout: ask the helmet_* rubrics in HELMET's own judge "
-                         "prompts, read from its scripts/eval_gpt4_*.py (default: this "
-                         "project's wording)")
+                         f"{DEFAULT_MAX_NEW_TOKENS})")
     for name in _KNOBS:
         parser.addini(name, f"default {flag(name)}")
 
@@ -120,12 +114,9 @@ def resolve_judges(config: pytest.Config, settings: Settings) -> tuple[JudgeSpec
 @pytest.hookimpl
 def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     config.stash[JUDGES] = resolve_judges(config, settings)
-    checkout = config.getoption("lceval_helmet_judge_prompts")
-    if checkout:
-        try:
-            config.stash[PROMPT_TEXTS] = read_helmet_prompts(Path(checkout).expanduser())
-        except ValueError as exc:
-            raise pytest.UsageError(f"--lceval-helmet-judge-prompts={checkout}: {exc}") from None
+    config.stash[PROMPT_TEXTS] = {
+        name: text for offered in config.hook.pytest_lceval_judge_texts(config=config)
+        for name, text in (offered or {}).items()}
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -190,7 +190,8 @@ def judge_outputs(judge: Judge, rubric: Rubric, outputs: Sequence[str],
 
 class JudgePanel:
     """The judge, and the optional second judge that rates the same outputs for agreement;
-    ``texts``, the prompt texts every rubric is asked in (``Rubric.worded``: HELMET's own, under
+    ``texts``, the prompt texts every rubric is asked in (``Rubric.worded``: those the plugins
+    offer through ``pytest_lceval_judge_texts``, HELMET's own under
     ``--lceval-helmet-judge-prompts``; none for the project's words)."""
 
     def __init__(self, first: Judge, second: Judge | None = None,

@@ -3,8 +3,8 @@ its scores are on, so that each result line, summary row, JUnit property and HTM
 beside the number. A score of 0.4 means nothing until one knows it is NDCG@10 and not SubEM.
 
 The declaration sits on the task (``metric = SUBEM``); a judged task's cells are scored by its
-rubric, which declares its own (``judge/rubrics.py``). The common metrics are named once here,
-with the words that say what they count.
+rubric, which declares its own (``Rubric.metric``, ``tasks/judged.py``). The common metrics are
+named once here, with the words that say what they count.
 """
 
 from __future__ import annotations

@@ -62,8 +62,9 @@ class Rubric(ABC):
     """What the judge is asked about one output, and how its ratings make the case's score:
     ``asks`` turns (output, case) into :class:`Ask` objects (one prompt each, with the fields
     its reply must hold), ``score`` their ratings into a score from 0 to 1, ``missing`` is what
-    a case whose reply could not be read scores. The rubrics themselves are
-    ``judge.rubrics.RUBRICS``."""
+    a case whose reply could not be read scores. Each benchmark family writes its own beside
+    its tasks (``benchmarks/helmet/rubrics.py``, ``benchmarks/longbench100/rubrics.py``) and
+    declares them by name (``judge.rubrics.RUBRICS``)."""
 
     name: str
     metric: ScoreMetric
@@ -75,8 +76,9 @@ class Rubric(ABC):
     """The rubric's fixed rating scales, which two judges' kappa compares."""
     texts: Mapping[str, str] = MappingProxyType({})
     """Prompt texts by name that replace this project's words where the rubric has a use for
-    them (the ``helmet_*`` rubrics: HELMET's judge scripts' own prompts, read by
-    ``--lceval-helmet-judge-prompts``); empty: the project's own words."""
+    them (the ``helmet_*`` rubrics: HELMET's judge scripts' own prompts, offered through
+    ``pytest_lceval_judge_texts`` under ``--lceval-helmet-judge-prompts``); empty: the
+    project's own words."""
 
     def worded(self, texts: Mapping[str, str]) -> Rubric:
         """This rubric asking in ``texts`` (see ``texts``): the judge panel asks every rubric

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -28,25 +27,6 @@ def string_match_part(output: str, golds: Sequence[str]) -> float:
     """RULER's string_match_part: 1 if any gold is a lower-case substring (for MQ-style tasks)."""
     lowered = output.lower()
     return float(any(gold.lower() in lowered for gold in golds))
-
-
-def helmet_parse_output(output: str, prefix: str) -> str:
-    """HELMET's ``parse_output``: the rest of the line after the first ``prefix`` (any case),
-    else the first line; a repeated prefix removed; stripped."""
-    found = re.search(f"{re.escape(prefix)}(.*)", output, flags=re.IGNORECASE)
-    line = (found[1] if found else output.split("\n", 1)[0]).strip()
-    return re.sub(f"^{re.escape(prefix)}", "", line, flags=re.IGNORECASE).strip()
-
-
-OUTPUT_PREFIX = "output_prefix"
-"""The case ``meta`` key of the text HELMET puts before an output it scores (HELMET's tasks)."""
-
-
-def helmet_scored(output: str, meta: Mapping[str, Any]) -> str:
-    """The output as HELMET scores and judges it: without a chat template the prompt ended with
-    an answer prefix ("Answer:", "Summary:"), which ``eval.py`` puts before the output
-    (``system_template``, "for the sake of parsing"); a task records it in ``meta``."""
-    return str(meta.get(OUTPUT_PREFIX, "")) + output
 
 
 def rouge_f1(kind: str, prediction: str, reference: str, stemmer: bool) -> float:

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from pytest_lceval.judge.helmet_prompts import read_helmet_prompts
+from pytest_lceval.benchmarks.helmet import rubrics as helmet
+from pytest_lceval.benchmarks.helmet.judge_prompts import read_helmet_prompts
 from pytest_lceval.judge.replies import Unparsed, parse_scores
 from pytest_lceval.judge.rubrics import RUBRICS
 from pytest_lceval.results.records import Case
@@ -70,7 +71,7 @@ def test_qa_judge_prompt_is_helmets(scripts: tuple[ModuleType, ModuleType], conf
     differing = []
     for output in OUTPUTS:
         one = case(ANSWERS, prefix)
-        [ask] = RUBRICS["helmet_qa"].worded(helmets_words).asks(output, one, [])
+        [ask] = helmet.QA.worded(helmets_words).asks(output, one, [])
         theirs = longqa.judge_prompt.format(question=one.meta["question"],
                                             correct_answers=list(ANSWERS),
                                             parsed_output=longqa.parse_output(prefix + output))

@@ -30,10 +30,10 @@ import pytest
 
 from pytest_lceval.benchmarks.helmet.cite import HEADLINE, NLI_SCORER, CiteTask
 from pytest_lceval.benchmarks.helmet.cite_metrics import Document
+from pytest_lceval.benchmarks.helmet.output import helmet_parse_output
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.results.records import Case
-from pytest_lceval.tasks.metrics import helmet_parse_output
 
 from .helmet_hub import hub
 

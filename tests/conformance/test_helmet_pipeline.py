@@ -18,6 +18,7 @@ import pytest
 from fake_openai import FakeServer, Seen, chat
 from shared_data import SHARED_DATA
 
+from pytest_lceval.benchmarks.helmet.output import helmet_parse_output
 from pytest_lceval.benchmarks.helmet.rerank import parse_ranking
 from pytest_lceval.builtin_suites import builtin_task
 from pytest_lceval.foundation.data import DataSource
@@ -28,7 +29,7 @@ from pytest_lceval.models.openai_api import OpenAIBackend
 from pytest_lceval.models.serving import ServingOptions
 from pytest_lceval.results.records import Case
 from pytest_lceval.tasks.base import BuildContext
-from pytest_lceval.tasks.metrics import helmet_parse_output, normalize_answer, substring_exact_match
+from pytest_lceval.tasks.metrics import normalize_answer, substring_exact_match
 from pytest_lceval.tasks.stops import STOP_CHOICES, with_stops
 
 from .helmet_harness import (

@@ -203,7 +203,7 @@ def test_judged_scores_are_the_references(ref: SimpleNamespace, conformance: Any
     0-3 / 6) against the ``longbench_qa`` rubric, and ``sum_model_score`` (fluency 0/1 x
     supported / sentences, 0 without sentences) against ``longbench_summary``; one gold each
     (``eval_trec`` keeps the best over the golds, as the rubrics do)."""
-    from pytest_lceval.judge.rubrics import RUBRICS
+    from pytest_lceval.benchmarks.longbench100 import rubrics
 
     metrics = ref.eval.dataset2metric
     rng = random.Random(41)
@@ -212,14 +212,14 @@ def test_judged_scores_are_the_references(ref: SimpleNamespace, conformance: Any
         answer = {"fluency": rng.randint(0, 2), "correctness": rng.randint(0, 3)}
         expected = metrics["qa"]("an answer", "gold", qa="a question", model=Judge(
             {"answer": answer}))
-        ours = RUBRICS["longbench_qa"].score([answer], case(["gold"]), [])
+        ours = rubrics.QA.score([answer], case(["gold"]), [])
         compared, identical = compared + 1, identical + (ours == expected)
     for _ in range(250):
         count = rng.randint(0, 8)
         replies = {"fluency": {"fluency": rng.randint(0, 1)},
                    "precision": {"precision": rng.randint(0, count), "sentence_count": count}}
         expected = metrics["sum"]("A summary.", "The expert summary.", model=Judge(replies))
-        ours = RUBRICS["longbench_summary"].score([replies["fluency"], replies["precision"]],
+        ours = rubrics.SUMMARY.score([replies["fluency"], replies["precision"]],
                                                   case(["The expert summary."]), [])
         compared, identical = compared + 1, identical + (ours == expected)
     assert identical == compared

@@ -43,8 +43,10 @@ from pytest_lceval.benchmarks.helmet import (
     summ,
 )
 from pytest_lceval.benchmarks.helmet import pipeline as helmet_pipeline
+from pytest_lceval.benchmarks.helmet import rubrics as helmet_rubrics
 from pytest_lceval.benchmarks.helmet.pipeline import shuffled
 from pytest_lceval.benchmarks.longbench100 import judged_tasks
+from pytest_lceval.benchmarks.longbench100 import rubrics as longbench_rubrics
 from pytest_lceval.benchmarks.longbench100 import tasks as lb_tasks
 from pytest_lceval.benchmarks.longbench100 import text as longbench_text
 from pytest_lceval.benchmarks.longbench100.longscore import base
@@ -63,7 +65,7 @@ from pytest_lceval.benchmarks.ruler import tasks as recall
 from pytest_lceval.benchmarks.task_haystack import prompts as haystack_prompts
 from pytest_lceval.benchmarks.task_haystack import verdict as haystack_verdict
 from pytest_lceval.benchmarks.task_haystack.ranking import Scored
-from pytest_lceval.judge import replies, rubrics
+from pytest_lceval.judge import replies
 from pytest_lceval.models import hf, openai_api
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.results.records import Ranking
@@ -653,13 +655,13 @@ FAILING: dict[str, tuple[Patch, Run]] = {
         _given(ALCE, "kind,template", ("asqa", False))),
     # the judge
     "judge-answer-keeps-newlines": (
-        _edited(rubrics.helmet_answer, 'output.replace("\\n", " ")', "output"),
+        _edited(helmet_rubrics.helmet_answer, 'output.replace("\\n", " ")', "output"),
         _given(test_helmet_judge.test_qa_judge_prompt_is_helmets, "template", (False,),
                ("helmets_words",))),
     "judge-reply-object-read-greedily": (
         _constant(replies, "_OBJECT", lambda _: re.compile(r"\{.*\}", re.DOTALL)), JUDGE_REPLIES),
     "longbench-qa-score-over-5": (
-        _edited(rubrics.LongBenchQA.score, "/ 6", "/ 5"),
+        _edited(longbench_rubrics.LongBenchQA.score, "/ 6", "/ 5"),
         Run(LB.test_judged_scores_are_the_references)),
     # long QA and summaries
     "longqa-demonstration-answer-separator": (

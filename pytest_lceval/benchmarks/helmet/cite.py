@@ -39,7 +39,6 @@ from ...models.scoring import ScoringModel
 from ...results.records import Case, Prompt
 from ...results.score_metric import RECALL_AT_5, STR_EM, ScoreMetric
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
-from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored
 from ...tasks.packing import depth_of
 from .cite_data import (
     DEMO_POOL,
@@ -62,6 +61,7 @@ from .cite_metrics import (
     sentences,
     str_em,
 )
+from .output import OUTPUT_PREFIX, helmet_scored
 from .pipeline import shuffled
 
 SHOTS = 2

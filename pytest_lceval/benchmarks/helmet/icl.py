@@ -38,7 +38,7 @@ from ...results.records import Case
 from ...results.score_metric import LABEL_ACCURACY, ScoreMetric
 from ...tasks.base import BuildContext, GenerationTask
 from ...tasks.fitting import Fitted, Frame, fit
-from ...tasks.metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, normalize_answer
+from ...tasks.metrics import normalize_answer
 from ...tasks.packing import Packer
 from .icl_data import (
     BANKING77,
@@ -51,6 +51,7 @@ from .icl_data import (
     Layout,
     load,
 )
+from .output import OUTPUT_PREFIX, helmet_parse_output, helmet_scored
 from .pipeline import shuffled
 
 INSTRUCTION = ("Use the provided mapping from the text to label to assign a label to the text. "

@@ -67,7 +67,6 @@ from pathlib import Path
 
 from ...foundation.data import DataError, DataSource
 from ...foundation.grid import Cell, case_seed
-from ...judge.rubrics import RUBRICS
 from ...models.base import Tokenizer
 from ...results.records import Case
 from ...results.score_metric import CHOICE_ACCURACY, ROUGE_L_F1, ScoreMetric
@@ -75,14 +74,9 @@ from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.context_size import REFERENCE
 from ...tasks.fitting import Fitted, Frame, fit, render, window
 from ...tasks.judged import Rubric
-from ...tasks.metrics import (
-    OUTPUT_PREFIX,
-    helmet_parse_output,
-    helmet_scored,
-    normalize_answer,
-    rouge_f1,
-)
+from ...tasks.metrics import normalize_answer, rouge_f1
 from ...tasks.packing import Packer, depth_of
+from . import rubrics
 from .helmet_cut import MARGIN, helmet_count, truncation_budget
 from .longqa_data import (
     LETTERS,
@@ -98,6 +92,7 @@ from .longqa_data import (
     read_leval_qa,
     read_narrativeqa,
 )
+from .output import OUTPUT_PREFIX, helmet_parse_output, helmet_scored
 from .pipeline import context_that_fits
 
 USE_CHAT_TEMPLATE = True
@@ -368,7 +363,7 @@ class LongQATask:
 class NarrativeQATask(LongQATask):
     """Judged (``helmet_qa``); ``score`` is the rule metric the judge is checked against."""
 
-    rubric: Rubric = field(default_factory=lambda: RUBRICS["helmet_qa"])
+    rubric: Rubric = field(default=rubrics.QA)
     rule_metric: str = "rougeL_f1"
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:

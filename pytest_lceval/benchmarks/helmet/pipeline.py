@@ -8,7 +8,7 @@ every category's prompt, as this project applies it.
   ``Renderer.render`` leaves out under a template.
 - **Scoring.** ``eval.py`` puts the answer prefix before a raw prompt's output before it parses
   and scores it, and nothing after a chat template (a task records it in its cases' ``meta``,
-  ``metrics.helmet_scored``).
+  ``output.helmet_scored``).
 - **Stops.** The configs of RAG, re-ranking and ICL say ``stop_new_line: true``, but
   ``arguments.py`` defines only ``--stop_newline`` (default False) and ``set_defaults(**config)``
   stores the config's key under a name nothing reads: the released pipeline never stops at a

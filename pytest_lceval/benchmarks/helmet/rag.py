@@ -62,14 +62,9 @@ from ...foundation.grid import Cell, case_seed
 from ...results.records import Case, Prompt
 from ...results.score_metric import SUBEM, ScoreMetric
 from ...tasks.base import BuildContext
-from ...tasks.metrics import (
-    OUTPUT_PREFIX,
-    helmet_parse_output,
-    helmet_scored,
-    normalize_answer,
-    substring_exact_match,
-)
+from ...tasks.metrics import normalize_answer, substring_exact_match
 from .nq_oracle import NQ_ORACLE, NQ_ORACLE_FILE, read_oracle
+from .output import OUTPUT_PREFIX, helmet_parse_output, helmet_scored
 from .passages import Doc, pack, place, position_depth, render_docs
 from .pipeline import context_that_fits, first_distinct, key_seed, sample_keys, shuffled
 

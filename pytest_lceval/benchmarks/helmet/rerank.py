@@ -54,8 +54,8 @@ from ...results.records import Case, Prompt
 from ...results.score_metric import NDCG_AT_10, ScoreMetric
 from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.fitting import Frame, fit, window
-from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored
 from ...tasks.packing import Packer
+from .output import OUTPUT_PREFIX, helmet_scored
 from .pipeline import context_that_fits
 from .rerank_data import (
     PERMUTATIONS,

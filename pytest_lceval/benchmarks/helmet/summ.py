@@ -66,7 +66,6 @@ from typing import ClassVar
 
 from ...foundation.data import DataSource
 from ...foundation.grid import Cell, case_seed
-from ...judge.rubrics import RUBRICS
 from ...models.base import Renderer
 from ...results.records import Case
 from ...results.score_metric import ROUGE_LSUM_F1, ScoreMetric
@@ -74,9 +73,11 @@ from ...tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from ...tasks.context_size import REFERENCE
 from ...tasks.fitting import Fitted, Frame, fit, render
 from ...tasks.judged import Rubric
-from ...tasks.metrics import OUTPUT_PREFIX, helmet_parse_output, helmet_scored, rouge_f1
+from ...tasks.metrics import rouge_f1
+from . import rubrics
 from .helmet_cut import LEGAL_MARGIN, MARGIN, helmet_count, truncation_budget
 from .longqa import OMITTED, Context, Truncation
+from .output import OUTPUT_PREFIX, helmet_parse_output, helmet_scored
 from .pipeline import context_that_fits
 from .summ_data import (
     GOV_REPORT,
@@ -320,16 +321,16 @@ def _worded(helmet: Template, adapted: Template) -> Mapping[str, Template]:
 TASKS: tuple[GenerationTask, ...] = (
     SummTask("infbench_sum_leval_gov_report",
              ((GOV_REPORT, _worded(HELMET_BOOK_PROMPT, GOV_REPORT_PROMPT)),),
-             RUBRICS["helmet_summary_document"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
+             rubrics.SUMMARY_DOCUMENT, INFBENCH_MAX_NEW_TOKENS, "Answer:"),
     SummTask("infbench_sum_leval_tv_show",
              ((TV_SHOW, _worded(HELMET_BOOK_PROMPT, TV_SHOW_PROMPT)),),
-             RUBRICS["helmet_summary_book"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
+             rubrics.SUMMARY_BOOK, INFBENCH_MAX_NEW_TOKENS, "Answer:"),
     SummTask("infbench_sum_leval_meeting", ((MEETING, _worded(MEETING_PROMPT, MEETING_PROMPT)),),
-             RUBRICS["helmet_summary_document"], INFBENCH_MAX_NEW_TOKENS, "Answer:"),
+             rubrics.SUMMARY_DOCUMENT, INFBENCH_MAX_NEW_TOKENS, "Answer:"),
     SummTask("multi_lexsum",
              ((MULTI_LEXSUM, _worded(HELMET_LEGAL_PROMPT, HELMET_LEGAL_PROMPT)),
               (MULTI_LEXSUM_SUBSTITUTE, _worded(HELMET_LEGAL_PROMPT, LEGAL_SUBSTITUTE_PROMPT))),
-             RUBRICS["helmet_summary_legal"], LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX,
+             rubrics.SUMMARY_LEGAL, LEGAL_MAX_NEW_TOKENS, ANSWER_PREFIX,
              margin=LEGAL_MARGIN),
 )
 

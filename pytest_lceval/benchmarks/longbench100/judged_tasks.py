@@ -1,7 +1,7 @@
 """100-LongBench's judged tasks (suite ``longbench100``; paper §3.1, A.2; reference
 ``utils/data_utils.py`` ``generate_dataset_{single,multi}_doc_{qa,sum}``): open questions and
 summaries about some numbered passages among distractor articles, scored by the judge
-(``judge/rubrics.py``: ``longbench_qa``, ``longbench_summary``); each task's own ``score`` is the
+(``rubrics.py``: ``longbench_qa``, ``longbench_summary``); each task's own ``score`` is the
 reference's original metric (``--original_metric``), which the judge is checked against.
 
 The reference draws its gold documents from LongBench and L-Eval sets that the data directory
@@ -38,11 +38,11 @@ from functools import cache
 from typing import ClassVar
 
 from ...foundation.data import DataSource, read_jsonl
-from ...judge.rubrics import RUBRICS
 from ...results.records import Case, Prompt
 from ...results.score_metric import QA_F1, ROUGE_L_F1, ScoreMetric
 from ...tasks.judged import Rubric
 from ...tasks.packing import Passage
+from . import rubrics
 from .articles import Article, ArticlePool, load_pool
 from .tasks import AboutArticles, Draw, Question, Scorer, SingleDocQA, pinned_numbers
 from .text import (
@@ -99,7 +99,7 @@ class OpenQA(SingleDocQA):
     scorer: Scorer = score_qa_f1
     question_format: str = "{question}"
     chance: float = 0.0
-    rubric: Rubric = field(default=RUBRICS["longbench_qa"])
+    rubric: Rubric = field(default=rubrics.QA)
     rule_metric: str = "qa_f1"
     reads: tuple[str, str] = NARRATIVEQA
     """The data directory's folder and file of the task's questions."""
@@ -145,7 +145,7 @@ class Summary(AboutArticles):
     template: str = SINGLE_SUM_PROMPT
     instruction: str = SINGLE_SUM_INSTRUCTION
     documents: int = 1
-    rubric: Rubric = field(default=RUBRICS["longbench_summary"])
+    rubric: Rubric = field(default=rubrics.SUMMARY)
     rule_metric: str = "rougeL_f1"
 
     def missing_data(self, data: DataSource) -> str | None:

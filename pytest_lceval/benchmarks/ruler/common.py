@@ -10,7 +10,7 @@ output, so a recall case has no stop string: an answer after a leading newline, 
 several lines, still count. The generation budget (and the model's end-of-turn token) ends it.
 
 Scoring. Without a chat template HELMET's ``eval.py`` scores the answer prefix and the output
-together (``metrics.helmet_scored``).
+together (``helmet.output.helmet_scored``).
 
 Chat template. HELMET's recall and RULER configs set ``use_chat_template: false``: under
 ``--chat-template auto`` the recall tasks get the raw prompt even from an instruct model
@@ -32,7 +32,8 @@ from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
 from ...tasks.base import BuildContext
 from ...tasks.context_size import REFERENCE, SIZES
 from ...tasks.fitting import Fitted
-from ...tasks.metrics import OUTPUT_PREFIX, helmet_scored, string_match_all
+from ...tasks.metrics import string_match_all
+from ..helmet.output import OUTPUT_PREFIX, helmet_scored
 from .filler_text import Context, Piece, insert_at_depth
 
 DEMOS = 2
@@ -86,7 +87,7 @@ def largest(least: int, most: int, tokens: Callable[[int], int], budget: int) ->
 def make_case(index: int, fitted: Fitted[Context], gold: list[str], renderer: Renderer,
               max_new_tokens: int, depth: float | None, meta: dict[str, Any]) -> Case:
     """A Case from a fitted prompt; ``meta`` gets the context's length, every key's depth and
-    the text HELMET scores before the output (``metrics.helmet_scored``)."""
+    the text HELMET scores before the output (``helmet.output.helmet_scored``)."""
     prefix = "" if renderer.uses_template else fitted.prompt.cue.removeprefix(CUE_SEPARATOR)
     meta = {**meta, "context_tokens": fitted.context.tokens,
             "key_depths": [round(d, 3) for _, d in fitted.context.depths],

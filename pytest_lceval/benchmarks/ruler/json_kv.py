@@ -36,7 +36,8 @@ from ...results.records import Case
 from ...results.score_metric import SUBEM, ScoreMetric
 from ...tasks.base import BuildContext
 from ...tasks.fitting import Frame, fit
-from ...tasks.metrics import helmet_parse_output, helmet_scored, substring_exact_match
+from ...tasks.metrics import substring_exact_match
+from ..helmet.output import helmet_parse_output, helmet_scored
 from .common import (
     CUE_SEPARATOR,
     DEMOS,

@@ -39,7 +39,8 @@ from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
 from ...tasks.base import BuildContext
 from ...tasks.context_size import REFERENCE, SIZES
 from ...tasks.fitting import Frame, fit, render
-from ...tasks.metrics import helmet_scored, string_match_all
+from ...tasks.metrics import string_match_all
+from ..helmet.output import helmet_scored
 from .common import (
     CUE_SEPARATOR,
     HELMET_RULER,

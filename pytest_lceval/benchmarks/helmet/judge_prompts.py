@@ -1,14 +1,15 @@
 """``--lceval-helmet-judge-prompts=PATH``: HELMET's own judge prompts, word for word, for the
 ``helmet_*`` rubrics.
 
-The project ships its own wording of HELMET's rubrics (``prompts.py``), never HELMET's text. A
-user with a HELMET checkout can have the judge asked in HELMET's words: the prompt strings are read
-from its ``scripts/eval_gpt4_longqa.py`` (``judge_prompt``) and ``scripts/eval_gpt4_summ.py``
-(``fluency_prompt``, ``recall_prompt``, ``precision_prompt`` and their ``_book`` variants) as
-the scripts' syntax tree holds them; nothing of the scripts runs. The judge plugin reads them
-once per session and hands them to the judge panel, which asks each rubric in them
-(``Rubric.worded``); the rubrics then fill them as the scripts do (``HelmetQA``,
-``HelmetSummary``).
+The project ships its own wording of HELMET's rubrics (``judge/prompts.py``), never HELMET's
+text. A user with a HELMET checkout can have the judge asked in HELMET's words: the prompt
+strings are read from its ``scripts/eval_gpt4_longqa.py`` (``judge_prompt``) and
+``scripts/eval_gpt4_summ.py`` (``fluency_prompt``, ``recall_prompt``, ``precision_prompt`` and
+their ``_book`` variants) as the scripts' syntax tree holds them; nothing of the scripts runs.
+``judge_prompts_plugin`` reads them once per process and offers them to the judge
+(``pytest_lceval_judge_texts``), whose panel asks each rubric in them (``Rubric.worded``);
+HELMET's rubrics then fill them as the scripts do (``rubrics.HelmetQA``,
+``rubrics.HelmetSummary``).
 """
 
 from __future__ import annotations
