@@ -376,7 +376,7 @@ def _install_members(release: Release, members: list[FileSpec], dest: Path, prog
     downloaded.unlink()
 
 
-# -- a tar archive on the hub (HELMET's) ---------------------------------------------------
+# -- a tar archive on the hub --------------------------------------------------------------
 
 
 def _bar(progress: Progress) -> type:

@@ -161,7 +161,7 @@ def _grid(suite: Suite, settings: Settings) -> list[Cell]:
 def _judged(config: pytest.Config, cell: Cell) -> bool:
     try:
         return isinstance(suites_of(config)[cell.suite].task(cell.task), JudgedTask)
-    except KeyError:  # a suite whose tasks are not objects (Task Haystack)
+    except KeyError:  # a suite whose tasks are not objects (a stream suite's)
         return False
 
 

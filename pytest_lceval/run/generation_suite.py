@@ -184,7 +184,7 @@ class GenerationSuite(Suite):
         notes[ANSWERED] = len(cases) - answered.read
         notes[READ] = answered.read
         truncated = [case.meta["truncated"] for case in cases if "truncated" in case.meta]
-        if truncated:  # HELMET's own files, cut as HELMET cuts an overflowing prompt
+        if truncated:  # released files, cut as their paper cuts an overflowing prompt
             notes["truncated"] = float(sum(truncated))
         chances = [case.meta["chance"] for case in cases if "chance" in case.meta]
         if chances:  # a uniform guess's expected score over the scored cases

@@ -119,7 +119,7 @@ def fit(frame: Frame, build: Callable[[int], B], renderer: Renderer, length: int
         corrected = aim - (total - fitted.context.tokens)
         if corrected == budget and total <= high:
             # The prediction was exact and this is the most the builder gives for the budget
-            # (its next item would overshoot, e.g. HELMET's next ICL round draws other demos).
+            # (its next item would overshoot, e.g. an ICL task's next round draws other demos).
             return fitted
         if corrected == budget or (budget <= key_tokens and total > high):
             break

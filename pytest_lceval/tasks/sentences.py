@@ -17,7 +17,7 @@ from typing import Any
 
 @cache
 def _english() -> Any:
-    # Imported at the first essay haystack: NLTK takes a second to import, and most runs of
+    # Imported at the first essay filler: NLTK takes a second to import, and most runs of
     # other suites never split an essay.
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
     from punkt.data import english

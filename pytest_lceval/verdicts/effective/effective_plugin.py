@@ -66,7 +66,7 @@ def pytest_lceval_suite_verdict(config: pytest.Config, suite: str,
     rule = (f"the effective context length of the suite{tasks} does not fall below "
             f"baseline {saved.name!r}'s (--lceval-effective-gate {options.gate})")
     now = curves(scored(results), options.threshold)
-    if not now:  # no cell of the suite in this run, or none with a token length (Task Haystack)
+    if not now:  # no cell of the suite in this run, or none with a token length (a stream suite)
         return [Judgement(GATE, True, (
             f"{suite}: not applied: no judged cell of the suite has a token length"),
             {"effective_status": "not-applied"}, rule=rule, applied=False)] if results else None
