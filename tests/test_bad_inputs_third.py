@@ -323,7 +323,7 @@ def test_a_data_directory_with_some_folders_says_per_suite_what_it_found(
     assert line.startswith(f"lceval: --lceval-data {toy.path / 'data'} holds some of the "
                            f"suites' folders: ")
     for said in ("recall: found pg_essays/ |", "task_haystack: no llicl/",
-                 "longbench100: found pg_essays/; no llicl/, nq_oracle/", "rag: no kilt/",
+                 "longbench100: found pg_essays/; no nq_oracle/, leval/", "rag: no kilt/",
                  "runs its offline fixtures or leaves the tasks out"):
         assert said in line, (said, line)
 
