@@ -119,6 +119,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     backend = load_preset(args.preset, LoadOptions())
+    assert isinstance(backend, HFBackend)
+    backend.greedy_on_cpu = False  # the wrapper around model.generate; bench_main_job.py times
+    # the CPU's own greedy decoding against model.generate
     print(f"{args.preset} on {backend.device} ({torch.get_num_threads()} threads), "
           f"{args.new_tokens} new tokens, median of {args.repeats} interleaved runs")
     for tokens in (int(text) for text in args.lengths.split(",")):

@@ -1,14 +1,16 @@
-"""The main job's model work before and after ``HFBackend.rows_alone``, side by side in one
+"""The main job's model work before and after ``HFBackend.greedy_on_cpu``, side by side in one
 process: time per phase, the ratio, and every answer compared byte for byte.
 
     python bench/bench_main_job.py [--model smollm2] [--calls FILE] [--limit N] [--every N]
+    python bench/bench_main_job.py --calls FILE -- suites/test_recall.py --lengths 4k,8k
     python bench/bench_main_job.py --calls FILE --against OTHER_FILE
 
 Two steps, the first skipped when ``--calls`` names a file that exists:
 
 1. **Record**: the README's main job (``pytest suites/ --model=smollm2``, the reduced grid: 44
-   cells, 108 cases) runs once in this process, with a fresh store under a scratch folder so no
-   stored answer stands in for the model, and the backend as configured (``ROWS_ON_CPU``).
+   cells, 108 cases), or the pytest arguments given after ``--``, runs once in this process,
+   with a fresh store under a scratch folder so no stored answer stands in for the model, and
+   the backend as configured (``GREEDY_ON_CPU``).
    Every call that reaches the backend is kept (its requests and answers, in its batch) and the
    run's wall time is split by phase: tokenise, render, load (the weights), prefill and decode
    (forward passes over several tokens and over one), model-other (the rest of the backend's
@@ -17,14 +19,16 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
 2. **Replay**: the recorded calls, each answered by both sides in the same batch, the side that
    goes first alternating from call to call so that load on a shared machine hits both alike:
    *before* (``model.generate`` on the padded batch, as the backend did before #41) and *after*
-   (``rows_alone``: one prompt at a time, unpadded, prompt-lookup decoding). Each side's time is
+   (``hf_greedy.greedy_batch``: each prompt prefilled alone, from a shared start where it has
+   one; the padded batch decoded over a cache that grows in place, with products that suit a
+   few rows). Each side's time is
    split into tokenise, prefill, decode and model-other; the ratio is after / before. Each side
    keeps its own Task Haystack prefix cache from call to call (rank is the same code on both
    sides), as the run's one backend did. Every answer of the two sides is compared (text,
    prompt and output tokens; a ranking's scores), and each side's with the answer the recorded
    run stored.
 
-With ``--against``, two recorded runs (say one made with ``ROWS_ON_CPU`` off, one with it on)
+With ``--against``, two recorded runs (say one made with ``GREEDY_ON_CPU`` off, one with it on)
 are compared instead of a replay: their time per phase, and every answer, matched by request.
 
 The numbers are wall seconds, and *model CPU* the process's CPU seconds (all its threads) over
@@ -50,7 +54,7 @@ from typing import Any
 import pytest
 
 from pytest_lceval.models.base import Renderer
-from pytest_lceval.models.hf import PROMPT_LOOKUP_TOKENS, HFBackend
+from pytest_lceval.models.hf import HFBackend
 from pytest_lceval.models.hf_text import HFText
 from pytest_lceval.models.presets import load_preset
 from pytest_lceval.models.registry import LoadOptions
@@ -108,12 +112,10 @@ class Phases:
         setattr(owner, attribute, timed)
 
     def watch_forward(self, model: Any) -> None:
-        """Forward passes over more tokens a row than prompt lookup guesses are prefill; the
-        rest (one token, or the guesses checked in one pass) decode."""
+        """Forward passes over more than one token a row are prefill; the rest decode."""
         def before(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
             ids = kwargs.get("input_ids", args[0] if args else None)
-            self.enter("prefill" if ids is not None and ids.shape[1] > PROMPT_LOOKUP_TOKENS + 1
-                       else "decode")
+            self.enter("prefill" if ids is not None and ids.shape[1] > 1 else "decode")
 
         model.register_forward_pre_hook(before, with_kwargs=True)
         model.register_forward_hook(lambda *_: self.leave())
@@ -154,8 +156,10 @@ class Recorder:
             return (yield)
 
 
-def record(model: str) -> tuple[list[dict[str, Any]], dict[str, float], float, float]:
-    """(calls, seconds per phase, wall seconds, model seconds from the run's usage counts)."""
+def record(model: str, job: list[str]) -> tuple[list[dict[str, Any]], dict[str, float], float,
+                                               float]:
+    """(calls, seconds per phase, wall seconds, model seconds from the run's usage counts) of
+    ``pytest`` on ``job`` (the main job: the suites folder)."""
     phases = Phases()
     for method in TOKENISER_METHODS:
         phases.wrap(HFText, method, "tokenise")
@@ -166,7 +170,7 @@ def record(model: str) -> tuple[list[dict[str, Any]], dict[str, float], float, f
     recorder = Recorder(phases)
     with tempfile.TemporaryDirectory(prefix="lceval-main-job-") as scratch:
         started = time.perf_counter()
-        code = pytest.main([str(ROOT / "suites"), "-q", "-p", "no:randomly", "-p",
+        code = pytest.main([*job, "-q", "-p", "no:randomly", "-p",
                             "no:cacheprovider", "--model", model, "--lceval-store",
                             f"{scratch}/store.sqlite", "--lceval-out", scratch, "--lceval-run",
                             "main"], plugins=[recorder])
@@ -211,7 +215,7 @@ def replay(model: str, calls: list[dict[str, Any]],
         requests = _requests(call)
         answered: dict[str, list[dict[str, Any]]] = {}
         for side in sides if number % 2 == 0 else sides[::-1]:
-            backend.rows_alone = side == "after"
+            backend.greedy_on_cpu = side == "after"
             backend._last_prefix = last_prefix[side]  # each side reuses only its own prefix
             phases.side = f"{side}/"
             cpu = time.process_time()
@@ -284,6 +288,10 @@ def compare(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("job", nargs="*", default=[str(ROOT / "suites")],
+                        help="what pytest runs in the record step (default: the suites folder, "
+                             "the main job); e.g. suites/test_recall.py --lengths 4k,8k for "
+                             "another grid")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--calls", type=Path, default=None,
                         help="the recorded run: read when the file exists (no main-job run), "
@@ -306,7 +314,7 @@ def main() -> None:
     if options.calls is not None and options.calls.exists():
         run = json.loads(options.calls.read_text())
     else:
-        calls, phases, wall, model_seconds = record(options.model)
+        calls, phases, wall, model_seconds = record(options.model, options.job)
         run = {"calls": calls, "phases": phases, "wall": wall, "model": model_seconds}
         if options.calls is not None:
             options.calls.write_text(json.dumps(run))

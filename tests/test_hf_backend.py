@@ -374,20 +374,24 @@ def test_options_sharing_a_first_token_are_refused(load: Callable[..., HFBackend
 @pytest.mark.parametrize("name", ["llama", "bos", "plain"])
 @pytest.mark.parametrize("template", ["auto", "off"])
 def test_count_equals_the_ids_fed_to_the_model(
-        load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch,
-        name: str, template: str) -> None:
+        load: Callable[..., HFBackend], name: str, template: str) -> None:
     backend = load(name, chat_template=template)
     fed: list[list[int]] = []
-    original = backend.model.generate
 
-    def spy(**kwargs: Any) -> Any:
-        mask, ids = kwargs["attention_mask"], kwargs["input_ids"]
-        fed.extend(row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True))
-        return original(**kwargs)
+    def prefill(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        """The prompt ids of each forward over more than one token a row: unpadded by the
+        mask of a padded batch, whole where each prompt is prefilled alone."""
+        ids, mask = kwargs["input_ids"], kwargs.get("attention_mask")
+        if ids.shape[1] > 1:
+            fed.extend(row[m.bool()].tolist() if mask is not None else row.tolist()
+                       for row, m in zip(ids, ids if mask is None else mask, strict=True))
 
-    monkeypatch.setattr(backend.model, "generate", spy)
+    handle = backend.model.register_forward_pre_hook(prefill, with_kwargs=True)
     rendered = [backend.renderer.render(Prompt(text, " Answer:")) for text in ("Hi", PREFIX)]
-    backend.generate([GenerateRequest(text, 2) for text in rendered])
+    try:
+        backend.generate([GenerateRequest(text, 2) for text in rendered])
+    finally:
+        handle.remove()
     assert sorted(map(len, fed)) == sorted(backend.renderer.count(text) for text in rendered)
     bos = backend.hf_tokenizer.bos_token_id  # SmolLM2's is <|im_start|>, which templates write
     starts_with_bos = name == "bos" or backend.renderer.uses_template

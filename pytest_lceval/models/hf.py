@@ -24,17 +24,13 @@ Prefill. A model with sliding-window layers reads a long prompt in chunks of ``P
 tokens (generation and rank prefixes alike), so those layers attend to their window's cache
 rather than the whole prompt; the chunk size is part of the fingerprint.
 
-Rows alone on a CPU. With ``rows_alone`` (``ROWS_ON_CPU``; models without sliding layers) a
-generate batch is answered one prompt at a time, unpadded, with prompt-lookup speculation
-(transformers' ``prompt_lookup_num_tokens``). On a CPU a padded batch buys little: the prefill is
-bound by arithmetic, so two rows cost what two single rows cost plus their padding. The decode is
-bound by memory, and the answers of long-context tasks copy from the context (needle values,
-keys, passages) or repeat themselves, which is what prompt lookup guesses from the n-grams
-already in the sequence: one forward pass checks several guessed tokens and keeps those greedy
-decoding would have produced, so a row takes far fewer passes over the weights. The same greedy
-tokens by construction, up to fp32 rounding (a guess checked in a pass over several tokens runs
-another matrix kernel than a one-token step). ``ROWS_ON_CPU`` gives what the main job measured
-and why it is off. On a GPU the padded batch stays: there a batch's rows run in parallel.
+Greedy decoding on a CPU. With ``greedy_on_cpu`` (``GREEDY_ON_CPU``; models without sliding
+layers) a generate batch is decoded by ``hf_greedy.greedy_batch`` rather than ``model.generate``:
+each prompt prefilled alone with causal attention (no square of masked scores), the padded
+batch decoded over a KV cache that grows in place, with a matrix product that suits a few rows.
+The same stopping rules and padding; rounding that differs from ``model.generate``'s in a padded
+prompt's attention and in the decode's products, measured on the main job (``GREEDY_ON_CPU``).
+On a GPU ``model.generate`` stays.
 
 Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
 renderer, the context window and the whole fingerprint (the dtype is the one asked for, which is
@@ -65,6 +61,7 @@ from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost
+from .hf_greedy import common_start, greedy_batch
 from .hf_text import HFText, suffix_ids
 from .model_args import args_text, chosen_window, override_config
 from .options import LoadOptions
@@ -85,17 +82,12 @@ attend to their window's cache instead of the whole prompt: Gemma 3 270M on 2 CP
 answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy tokens
 (bench/bench_prefill_chunks.py). A model with only full attention gains nothing and loses 6-13 %
 (SmolLM2 at 8k), so it prefills whole."""
-ROWS_ON_CPU = False
-"""Whether a CPU answers generate batches one row at a time with prompt lookup (see the module
-docstring). Every answer was equal on the main job's recorded calls (312/312 with
-``bench/bench_main_job.py``, 72 of them generated), but the time is not yet shown to fall: a
-sample of 12 calls on a lightly loaded 2-core machine took 0.76x the padded batch's model time
-(decode 0.50x), the whole replay on a machine whose cores other jobs shared 1.16x (decode 1.36x;
-not yet explained: two rows alone read the weights twice a step where the padded batch reads
-them once, which a contended memory bus may charge more than the guessed tokens save). Off until
-an idle machine's whole replay shows it faster."""
-PROMPT_LOOKUP_TOKENS = 10
-"""Tokens guessed a pass from the sequence's own n-grams (transformers' usual setting)."""
+GREEDY_ON_CPU = True
+"""Whether a CPU decodes generate batches with ``hf_greedy.greedy_batch`` (see the module
+docstring). Replayed call by call against ``model.generate`` on the main job's 69 backend calls
+(``bench/bench_main_job.py``, SmolLM2, 2 cores): every one of the 312 answers identical, model
+time 0.72 of ``model.generate``'s (prefill 0.82, decode 0.56); on a recall grid at 4k (12 cells,
+24 cases) the calls replayed gave identical answers too."""
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -179,12 +171,11 @@ class HFBackend(BaseBackend):
         self._last_prefix: _PrefixState | None = None
         self.prefill_chunk: int | None = PREFILL_CHUNK if _has_sliding_layers(config) else None
         """Prompt tokens per prefill step; None prefills the prompt in one forward pass."""
-        self.rows_alone = (ROWS_ON_CPU and self.device.type == "cpu"
-                           and self.prefill_chunk is None)
-        """Whether a generate batch is answered one prompt at a time (``_generate_alone``:
-        unpadded, prompt-lookup decoding) rather than by ``model.generate`` on the padded
-        batch. Not on a GPU, whose batch runs its rows in parallel, nor for sliding-window
-        models, whose chunked prefill and window caches it does not handle."""
+        self.greedy_on_cpu = (GREEDY_ON_CPU and self.device.type == "cpu"
+                              and self.prefill_chunk is None)
+        """Whether generate batches go through ``hf_greedy.greedy_batch`` rather than
+        ``model.generate``. Not on a GPU, whose kernels are another matter, nor for
+        sliding-window models, whose chunked prefill and window caches it does not handle."""
         self.rank_top_k = rank_top_k(options)
 
     @cached_property
@@ -288,30 +279,20 @@ class HFBackend(BaseBackend):
     def _generate_batch(self, prompts: list[list[int]], budget: int,
                         stop: tuple[str, ...]) -> list[tuple[str, int]]:
         """(text cut at the first stop string, tokens generated) per prompt of one batch."""
+        tokenizer = self.hf_tokenizer if stop else None
+        if self.greedy_on_cpu:
+            rows = greedy_batch(self.model, prompts, budget, self._eos, self._pad,
+                                [text for text in stop if text], tokenizer, self._cache_keyword)
+            return [self._finish(row, stop) for row in rows]
         config = GenerationConfig(
             max_new_tokens=budget, do_sample=False, num_beams=1, repetition_penalty=1.0,
             eos_token_id=self._eos, pad_token_id=self._pad, prefill_chunk_size=self.prefill_chunk,
-            stop_strings=[text for text in stop if text] or None,
-            prompt_lookup_num_tokens=PROMPT_LOOKUP_TOKENS if self.rows_alone else None)
-        tokenizer = self.hf_tokenizer if stop else None
-        if self.rows_alone:
-            return [self._finish(self._generate_alone(ids, config, tokenizer), stop)
-                    for ids in prompts]
+            stop_strings=[text for text in stop if text] or None)
         inputs = self.hf_tokenizer.pad({"input_ids": prompts}, padding_side="left",
                                        return_tensors="pt").to(self.device)
         output = self.model.generate(**inputs, generation_config=config, tokenizer=tokenizer)
         new_tokens = output[:, inputs["input_ids"].shape[1]:].tolist()
         return [self._finish(row, stop) for row in new_tokens]
-
-    def _generate_alone(self, ids: list[int], config: GenerationConfig,
-                        tokenizer: Any) -> list[int]:
-        """The new tokens of one prompt answered alone: no padding, so no other row's length
-        changes its arithmetic."""
-        prompt = torch.tensor([ids], device=self.device)
-        output = self.model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
-                                     generation_config=config, tokenizer=tokenizer)
-        new_tokens: list[int] = output[0, len(ids):].tolist()
-        return new_tokens
 
     def _finish(self, row: list[int], stop: tuple[str, ...]) -> tuple[str, int]:
         """Drop the end-of-sequence token and the padding after it; cut at the stop strings."""
@@ -635,8 +616,3 @@ def cache_of(output: Any) -> Any:
     cache = getattr(output, "cache", None)
     return output.past_key_values if cache is None else cache
 
-
-def common_start(one: Sequence[int], other: Sequence[int]) -> int:
-    """How many tokens two sequences share from their start."""
-    return next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
-                min(len(one), len(other)))
