@@ -280,14 +280,15 @@ class HFBackend(BaseBackend):
                         stop: tuple[str, ...]) -> list[tuple[str, int]]:
         """(text cut at the first stop string, tokens generated) per prompt of one batch."""
         tokenizer = self.hf_tokenizer if stop else None
+        stop_strings = [text for text in stop if text]
         if self.greedy_on_cpu:
-            rows = greedy_batch(self.model, prompts, budget, self._eos, self._pad,
-                                [text for text in stop if text], tokenizer, self._cache_keyword)
+            rows = greedy_batch(self.model, prompts, budget, self._eos, self._pad, stop_strings,
+                                tokenizer, self._cache_keyword)
             return [self._finish(row, stop) for row in rows]
         config = GenerationConfig(
             max_new_tokens=budget, do_sample=False, num_beams=1, repetition_penalty=1.0,
             eos_token_id=self._eos, pad_token_id=self._pad, prefill_chunk_size=self.prefill_chunk,
-            stop_strings=[text for text in stop if text] or None)
+            stop_strings=stop_strings or None)
         inputs = self.hf_tokenizer.pad({"input_ids": prompts}, padding_side="left",
                                        return_tensors="pt").to(self.device)
         output = self.model.generate(**inputs, generation_config=config, tokenizer=tokenizer)

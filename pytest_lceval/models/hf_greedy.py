@@ -78,19 +78,21 @@ class GrowingLayer(DynamicLayer):
         start = end - keys.shape[-2]
         self._key_buffer[index, :, start:end] = keys[0]
         self._value_buffer[index, :, start:end] = values[0]
-        self.length = max(self.length, end)
-        self.keys = self._key_buffer[:, :, :self.length]
-        self.values = self._value_buffer[:, :, :self.length]
+        self._filled_to(max(self.length, end))
+
+    def _filled_to(self, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first ``end`` positions are the cache: ``keys`` and ``values`` view them."""
+        self.length = end
+        keys, values = self._key_buffer[:, :, :end], self._value_buffer[:, :, :end]
+        self.keys, self.values = keys, values
+        return keys, values
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.length + key_states.shape[-2]
         self._key_buffer[:, :, self.length:end] = key_states
         self._value_buffer[:, :, self.length:end] = value_states
-        self.length = end
-        self.keys = self._key_buffer[:, :, :end]
-        self.values = self._value_buffer[:, :, :end]
-        return self.keys, self.values
+        return self._filled_to(end)
 
     def get_seq_length(self) -> int:
         return self.length
