@@ -31,6 +31,11 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
 With ``--against``, two recorded runs (say one made with ``GREEDY_ON_CPU`` off, one with it on)
 are compared instead of a replay: their time per phase, and every answer, matched by request.
 
+Both steps run with torch's idle threads waiting as the plugin makes them wait
+(``foundation/cpu_wait.py``: asleep at once unless the environment says otherwise), so that the
+before side is the main job as a user runs it; ``OMP_WAIT_POLICY=ACTIVE python bench/...`` times
+both sides spinning instead.
+
 The numbers are wall seconds, and *model CPU* the process's CPU seconds (all its threads) over
 each side's calls: on a machine whose cores others use, the ratios are the numbers to read (both
 sides saw the same load, call by call), the CPU one the steadier, not the seconds.
@@ -52,6 +57,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_lceval.foundation.cpu_wait import sleep_when_idle
+
+# torch's threads wait as the plugin makes them wait in the main job (set before torch loads;
+# OMP_WAIT_POLICY or GOMP_SPINCOUNT in the environment wins, as it does for the plugin)
+sleep_when_idle()
 
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf import HFBackend

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from . import hookspecs
+from .foundation.cpu_wait import sleep_when_idle
 from .foundation.data import DataError
 from .foundation.grid import Cell, format_depth, format_length
 from .models import grid_profile
@@ -90,9 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Idle OpenMP threads sleep instead of spinning: on a shared CPU (xdist workers, a second
-    # job) spinning made cells up to 10x slower. torch reads it when first imported, later.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sleep_when_idle()  # before torch is first imported (cpu_wait says why)
     settings = resolve(config, config.rootpath)
     try:
         check_spec(config.pluginmanager, settings.model)

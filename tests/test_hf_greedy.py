@@ -139,6 +139,61 @@ def test_narrow_products_change_only_few_rows_and_only_while_they_last() -> None
     assert "forward" not in vars(linear)
 
 
+class _SharedInput(torch.nn.Module):
+    """A layer's shape in small: three products of one input (q, k and v), the first's weight
+    tied to another module's (as an LM head's to the embeddings)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(64, 48, bias=False), torch.nn.Linear(64, 16)
+        self.third, self.other = torch.nn.Linear(64, 64, bias=False), torch.nn.Linear(64, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.first(x), self.second(x), self.third(x), self.other(x * 2)], -1)
+
+
+def _misaligned(weight: torch.Tensor, offset: int) -> torch.nn.Parameter:
+    """``weight``'s values starting ``offset`` bytes past a cache line, as a loaded checkpoint's
+    weights can (SmolLM2's GGUF-loaded weights start 40 bytes past one)."""
+    buffer = torch.empty(weight.numel() + 16)
+    start = ((offset - buffer.data_ptr()) % 64) // 4
+    moved = buffer[start:start + weight.numel()].view_as(weight)
+    moved.copy_(weight)
+    return torch.nn.Parameter(moved, requires_grad=False)
+
+
+def test_products_of_one_input_are_stacked_with_the_same_bits() -> None:
+    """Linears that read one input one after another compute in one product once the first
+    step has shown it, tied weights left out: the weights then view one buffer that starts where
+    each weight did modulo a cache line (MKL's bits depend on it), and every output keeps its
+    bits."""
+    torch.manual_seed(0)
+    model = _SharedInput()
+    for name in ("first", "second", "third"):
+        linear = getattr(model, name)
+        linear.weight = _misaligned(linear.weight.detach(), 40)
+    model.other.weight = model.first.weight
+    steps = [torch.randn(2, 1, 64) for _ in range(4)]
+    with torch.inference_mode():
+        expected = [torch.mm(model.second.weight, x.reshape(2, 64).t()).t() + model.second.bias
+                    for x in steps]
+        model._lceval_products = hf_greedy.StackedProducts(set())
+        model._lceval_products.seen = None  # never stacks: each product alone
+        with narrow_products(model):
+            alone = [model(x) for x in steps]
+        del model._lceval_products
+        with narrow_products(model):
+            stacked = [model(x) for x in steps]
+            seconds = [model.second(x).reshape(2, 16) for x in steps]
+    groups = [group for _, group in model._lceval_products.stacks.values()]
+    assert groups == [[model.second, model.third]]
+    assert model.second.weight.data_ptr() % 64 == model.third.weight.data_ptr() % 64 == 40
+    assert model.second.weight.untyped_storage().data_ptr() == \
+        model.third.weight.untyped_storage().data_ptr()
+    assert all(torch.equal(a, b) for a, b in zip(alone, stacked, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(expected, seconds, strict=True))
+
+
 def test_sliding_window_models_and_the_switch_keep_model_generate(
         load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch) -> None:
     """Gemma's sliding layers prefill in chunks (``PREFILL_CHUNK``) into window caches, which
