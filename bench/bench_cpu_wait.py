@@ -24,9 +24,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pytest_lceval.foundation.cpu_wait import WAIT_ENVIRONMENT
+
 SETTINGS = {"PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"}, "default spin": {},
             "spin 3000": {"GOMP_SPINCOUNT": "3000"}, "spin 10000": {"GOMP_SPINCOUNT": "10000"}}
-WAIT_NAMES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 def step_ms(model: str, tokens: int, steps: int) -> float:
@@ -64,7 +65,7 @@ def one_core_held() -> Iterator[None]:
 
 
 def measure(options: argparse.Namespace, setting: dict[str, str]) -> float:
-    env = {name: value for name, value in os.environ.items() if name not in WAIT_NAMES}
+    env = {name: value for name, value in os.environ.items() if name not in WAIT_ENVIRONMENT}
     done = subprocess.run([sys.executable, __file__, "--child", "--model", options.model,
                            "--tokens", str(options.tokens), "--steps", str(options.steps)],
                           env={**env, **setting}, capture_output=True, text=True, check=True)
