@@ -6,8 +6,9 @@ idle machine and with one core held by another process (``foundation/cpu_wait.py
 libgomp reads the setting once, when torch loads, so every measurement is a fresh process with
 its environment: ``PASSIVE`` (what the plugin sets), libgomp's default spin, and spins bounded by
 ``GOMP_SPINCOUNT``. Each decodes two rows of ``--tokens`` random ids greedily with the backend's
-CPU path (``hf_greedy.greedy_batch``): a step's milliseconds are the difference between a
-``--steps`` + 1 token answer and a 1 token one, divided by ``--steps``. The settings take turns
+CPU path (``hf_greedy.greedy_batch``, without lookup drafts, so that a step is one pass of one
+token a row): a step's milliseconds are the difference between a ``--steps`` + 1 token answer
+and a 1 token one, divided by ``--steps``. The settings take turns
 within each repeat, so drift in the machine's load hits all alike; the table gives each one's
 median and its ratio to ``PASSIVE`` under the same condition.
 """
@@ -34,10 +35,11 @@ def step_ms(model: str, tokens: int, steps: int) -> float:
     """One measurement, in this process (the child's side)."""
     import torch
 
-    from pytest_lceval.models.hf_greedy import greedy_batch
+    from pytest_lceval.models import hf_greedy
     from pytest_lceval.models.presets import load_preset
     from pytest_lceval.models.registry import LoadOptions
 
+    hf_greedy.DRAFT_TOKENS = 0  # one token a pass: --steps passes
     backend = load_preset(model, LoadOptions())
     generator = torch.Generator().manual_seed(0)
     prompts = [torch.randint(100, 20000, (tokens,), generator=generator).tolist()
@@ -45,11 +47,11 @@ def step_ms(model: str, tokens: int, steps: int) -> float:
 
     def answer(budget: int) -> float:
         started = time.perf_counter()
-        greedy_batch(backend.model, prompts, budget, [], backend._pad, [], None,
+        hf_greedy.greedy_batch(backend.model, prompts, budget, [], backend._pad, [], None,
                      backend._cache_keyword)
         return time.perf_counter() - started
 
-    answer(2)  # warm: the first decode step learns which products stack
+    answer(2)  # warm: the first decode step learns which products to pack as one
     return (answer(steps + 1) - answer(1)) / steps * 1000
 
 

@@ -13,20 +13,21 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
    the backend as configured (``GREEDY_ON_CPU``).
    Every call that reaches the backend is kept (its requests and answers, in its batch) and the
    run's wall time is split by phase: tokenise, render, load (the weights), prefill and decode
-   (forward passes over several tokens and over one), model-other (the rest of the backend's
+   (forward passes over a prompt, and those over one token a row or the next token and its
+   lookup draft), model-other (the rest of the backend's
    calls: batching, cache copies, stop strings, decoding text), store, score, report, and the
    rest (pytest, building cases, plugins). The calls go to ``--calls`` when given.
 2. **Replay**: the recorded calls, each answered by both sides in the same batch, the side that
    goes first alternating from call to call so that load on a shared machine hits both alike:
    *before* (``model.generate`` on the padded batch, as the backend did before #41) and *after*
-   (``hf_greedy.greedy_batch``: each prompt prefilled alone, from a shared start where it has
-   one; the padded batch decoded over a cache that grows in place, with products that suit a
-   few rows). Each side's time is
-   split into tokenise, prefill, decode and model-other; the ratio is after / before. Each side
-   keeps its own Task Haystack prefix cache from call to call (rank is the same code on both
-   sides), as the run's one backend did. Every answer of the two sides is compared (text,
-   prompt and output tokens; a ranking's scores), and each side's with the answer the recorded
-   run stored.
+   (``hf_greedy.greedy_batch``: each prompt prefilled alone, from a start shared with a prompt
+   of this call or the last where it has one; the padded batch decoded over a cache that grows
+   in place, each pass checking lookup drafts, with products and attention that suit a few
+   rows). Each side's time is split into tokenise, prefill, decode and model-other; the ratio is
+   after / before. Each side keeps its own Task Haystack prefix cache from call to call (rank is
+   the same code on both sides), as the run's one backend did. Every answer of the two sides is
+   compared (text, prompt and output tokens; a ranking's scores), and each side's with the
+   answer the recorded run stored.
 
 With ``--against``, two recorded runs (say one made with ``GREEDY_ON_CPU`` off, one with it on)
 are compared instead of a replay: their time per phase, and every answer, matched by request.
@@ -64,6 +65,7 @@ from pytest_lceval.foundation.cpu_wait import sleep_when_idle
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT in the environment wins, as it does for the plugin)
 sleep_when_idle()
 
+from pytest_lceval.models import hf_greedy
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf import HFBackend
 from pytest_lceval.models.hf_text import HFText
@@ -123,11 +125,26 @@ class Phases:
         setattr(owner, attribute, timed)
 
     def watch_forward(self, model: Any) -> None:
-        """Forward passes over more than one token a row are prefill; the rest decode."""
+        """Forward passes over one token a row, and those of ``greedy_batch``'s decode (the
+        next token and its lookup draft), are decode; the rest prefill."""
+        decoding = [False]
+        attention = hf_greedy.grouped_decode_attention
+
+        @contextmanager
+        def decode_attention(*args: Any) -> Iterator[None]:
+            decoding[0] = True
+            try:
+                with attention(*args):
+                    yield
+            finally:
+                decoding[0] = False
+
         def before(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
             ids = kwargs.get("input_ids", args[0] if args else None)
-            self.enter("prefill" if ids is not None and ids.shape[1] > 1 else "decode")
+            one = ids is not None and ids.shape[1] == 1
+            self.enter("decode" if one or decoding[0] else "prefill")
 
+        hf_greedy.grouped_decode_attention = decode_attention  # type: ignore[assignment]
         model.register_forward_pre_hook(before, with_kwargs=True)
         model.register_forward_hook(lambda *_: self.leave())
 

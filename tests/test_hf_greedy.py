@@ -16,12 +16,12 @@ pytest.importorskip("transformers")
 from test_hf_backend import PREFIX, _one_thread, load, tiny_dirs  # noqa: E402
 from transformers.cache_utils import DynamicCache  # noqa: E402
 
-from pytest_lceval.models import hf, hf_greedy  # noqa: E402
+from pytest_lceval.models import cpu_products, hf, hf_greedy  # noqa: E402
 from pytest_lceval.models.hf import HFBackend  # noqa: E402
 from pytest_lceval.models.hf_greedy import (  # noqa: E402
     GrowingLayer,
-    _shared_start,
-    narrow_products,
+    Prefilled,
+    _Answer,
     padded_cache,
 )
 from pytest_lceval.results.records import GenerateRequest  # noqa: E402
@@ -46,11 +46,31 @@ def test_greedy_batch_gives_what_model_generate_gives(load: Callable[..., HFBack
         (a.text, a.prompt_tokens, a.output_tokens) for a in padded]
 
 
+def test_a_batch_starts_where_the_last_batch_s_prompts_start_alike(
+        load: Callable[..., HFBackend]) -> None:
+    """The next cell's prompts begin as this cell's did: the second batch prefills only what
+    follows the shared start, and answers as ``model.generate`` does."""
+    backend = load("llama", chat_template="off")
+    cells = [[GenerateRequest(PREFIX * 2 + f" Cell {cell}, item {n}:", 12, ()) for n in (1, 2)]
+             for cell in (1, 2)]
+    fed: list[int] = []
+    hook = backend.model.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    backend.generate(cells[0])
+    fed.clear()
+    greedy = backend.generate(cells[1])
+    hook.remove()
+    assert fed[0] <= len(backend.prompt_ids(cells[1][0].prompt)) - hf_greedy.MIN_SHARED
+    backend.greedy_on_cpu = False
+    assert [a.text for a in greedy] == [a.text for a in backend.generate(cells[1])]
+
+
 def test_with_the_same_products_unpadded_rows_decode_as_model_generate_does(
         load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the narrow products and without padding nothing rounds differently, so a long
-    answer must come out token for token: a mistake in positions, masks or the cache shows."""
-    monkeypatch.setattr(hf_greedy, "NARROW_ROWS", 0)
+    """With ``F.linear``'s products and without padding, a long answer must come out token for
+    token, drafts and all: a mistake in positions, masks, kept draft positions or the cache
+    shows."""
+    monkeypatch.setattr(cpu_products, "packing_available", lambda: False)
     backend = load("llama", chat_template="off")
     prompts = [PREFIX, PREFIX.replace("river", "creek")]
     ids = [backend.prompt_ids(prompt) for prompt in prompts]
@@ -103,7 +123,9 @@ def test_a_prompt_prefilled_from_a_shared_start_reads_the_same_bits(
     with torch.inference_mode():
         model(input_ids=torch.tensor([first]), use_cache=True, **{keyword: done})
         before = [layer.keys.clone() for layer in done.layers]
-        cache, start = _shared_start([done], [first], second)
+        prefilled = Prefilled()
+        prefilled.add(first, done)
+        cache, start = prefilled.start(second)
         assert hf_greedy.MIN_SHARED <= start <= len(first)
         shared = model(input_ids=torch.tensor([second[start:]]), use_cache=True,
                        logits_to_keep=1, **{keyword: cache}).logits
@@ -121,77 +143,100 @@ def test_a_barely_shared_prompt_starts_from_nothing_and_a_repeated_one_near_its_
     done = DynamicCache()
     done.update(torch.zeros(1, 1, 200, 4), torch.zeros(1, 1, 200, 4), 0)
     barely = list(range(hf_greedy.MIN_SHARED - 1)) + [-1] * 50
-    assert _shared_start([done], [prompt], barely)[1] == 0
-    assert _shared_start([], [], prompt)[1] == 0
-    cache, start = _shared_start([done], [prompt], prompt)  # all of it: the rest still prefills
+    prefilled = Prefilled()
+    assert prefilled.start(prompt)[1] == 0
+    prefilled.add(prompt, done)
+    assert prefilled.start(barely)[1] == 0
+    cache, start = prefilled.start(prompt)  # all of it: the rest still prefills
     assert start == cache.get_seq_length() == 200 - hf_greedy.MIN_REST
 
 
-def test_narrow_products_change_only_few_rows_and_only_while_they_last() -> None:
-    linear = torch.nn.Linear(64, 48)
-    few, many = torch.randn(2, 64), torch.randn(hf_greedy.NARROW_ROWS + 1, 64)
-    plain = torch.nn.functional.linear
-    with torch.inference_mode(), narrow_products(torch.nn.Sequential(linear)):
-        assert "forward" in vars(linear)
-        assert torch.allclose(linear(few), plain(few, linear.weight, linear.bias), atol=1e-5)
-        assert linear(few).is_contiguous()
-        assert torch.equal(linear(many), plain(many, linear.weight, linear.bias))
-    assert "forward" not in vars(linear)
+def test_the_last_batch_s_prompts_are_kept_for_the_next_up_to_a_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hf_greedy, "MAX_KEPT", 250)
+    prefilled = Prefilled()
+    for length in (300, 100, 100, 100):
+        prefilled.add(list(range(length)), DynamicCache())
+    prefilled.keep_latest(3)  # the newest two fit in 250 tokens
+    assert [len(ids) for ids in prefilled.prompts] == [100, 100]
+    assert len(prefilled.caches) == 2
+    prefilled.keep_latest(0)
+    assert prefilled.prompts == prefilled.caches == []
 
 
-class _SharedInput(torch.nn.Module):
-    """A layer's shape in small: three products of one input (q, k and v), the first's weight
-    tied to another module's (as an LM head's to the embeddings)."""
+def test_greedy_batch_checks_drafts_and_keeps_what_greedy_decoding_chooses(
+        load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts that are right (row 0) and right only up to their third token (row 1): fewer
+    passes than tokens, and the tokens of decoding without drafts, to the budget and short of
+    it. A random model's answers do not repeat, so the drafts come from that plain decoding."""
+    backend = load("llama", chat_template="off")
+    ids = [backend.prompt_ids(PREFIX * 3), backend.prompt_ids("Alone here " + PREFIX)]
+    passes: list[int] = []
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.first, self.second = torch.nn.Linear(64, 48, bias=False), torch.nn.Linear(64, 16)
-        self.third, self.other = torch.nn.Linear(64, 64, bias=False), torch.nn.Linear(64, 48)
+    def count(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        passes.append(kwargs["input_ids"].shape[1])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self.first(x), self.second(x), self.third(x), self.other(x * 2)], -1)
+    def decode(budget: int) -> list[list[int]]:
+        passes.clear()
+        return hf_greedy.greedy_batch(backend.model, ids, budget, backend._eos, backend._pad,
+                                      [], None, backend._cache_keyword)
+
+    def guess(tokens: list[int], size: int) -> list[int]:
+        row = next(row for row, prompt in enumerate(ids) if tokens[:len(prompt)] == prompt)
+        draft = list(plain[row][len(tokens) - len(ids[row]):][:size])
+        if row == 1 and len(draft) > 2:
+            draft[2] += 1
+        return draft
+
+    hook = backend.model.register_forward_pre_hook(count, with_kwargs=True)
+    monkeypatch.setattr(hf_greedy, "DRAFT_TOKENS", 0)
+    plain = decode(48)
+    assert set(passes[len(ids):]) == {1} and len(passes) - len(ids) == 47
+    monkeypatch.setattr(hf_greedy, "DRAFT_TOKENS", 7)
+    monkeypatch.setattr(hf_greedy, "lookup_draft", guess)
+    drafted = decode(48)
+    hook.remove()
+    assert drafted == plain
+    assert max(passes[len(ids):]) == 8 and len(passes) - len(ids) <= 47 // 3 + 1
+    assert decode(5) == [row[:5] for row in plain]
 
 
-def _misaligned(weight: torch.Tensor, offset: int) -> torch.nn.Parameter:
-    """``weight``'s values starting ``offset`` bytes past a cache line, as a loaded checkpoint's
-    weights can (SmolLM2's GGUF-loaded weights start 40 bytes past one)."""
-    buffer = torch.empty(weight.numel() + 16)
-    start = ((offset - buffer.data_ptr()) % 64) // 4
-    moved = buffer[start:start + weight.numel()].view_as(weight)
-    moved.copy_(weight)
-    return torch.nn.Parameter(moved, requires_grad=False)
+def test_a_row_that_ended_leaves_the_batch_and_the_others_decode_as_before(
+        load: Callable[..., HFBackend]) -> None:
+    """Row 0 ends at an EOS token (its 4th token made one), the batch goes on with row 1 alone:
+    row 1's tokens are those it had beside row 0, and row 0 is padded as ``model.generate``
+    pads it."""
+    backend = load("llama", chat_template="off")
+    ids = [backend.prompt_ids(PREFIX), backend.prompt_ids("Alone here " + PREFIX)]
+    keyword, pad = backend._cache_keyword, backend._pad
+    both = hf_greedy.greedy_batch(backend.model, ids, 30, [], pad, [], None, keyword)
+    end = both[0][3]
+    assert end not in both[1] and end not in both[0][:3]
+    ended = hf_greedy.greedy_batch(backend.model, ids, 30, [end], pad, [], None, keyword)
+    assert ended == [both[0][:4] + [pad] * 26, both[1]]
 
 
-def test_products_of_one_input_are_stacked_with_the_same_bits() -> None:
-    """Linears that read one input one after another compute in one product once the first
-    step has shown it, tied weights left out: the weights then view one buffer that starts where
-    each weight did modulo a cache line (MKL's bits depend on it), and every output keeps its
-    bits."""
-    torch.manual_seed(0)
-    model = _SharedInput()
-    for name in ("first", "second", "third"):
-        linear = getattr(model, name)
-        linear.weight = _misaligned(linear.weight.detach(), 40)
-    model.other.weight = model.first.weight
-    steps = [torch.randn(2, 1, 64) for _ in range(4)]
-    with torch.inference_mode():
-        expected = [torch.mm(model.second.weight, x.reshape(2, 64).t()).t() + model.second.bias
-                    for x in steps]
-        model._lceval_products = hf_greedy.StackedProducts(set())
-        model._lceval_products.seen = None  # never stacks: each product alone
-        with narrow_products(model):
-            alone = [model(x) for x in steps]
-        del model._lceval_products
-        with narrow_products(model):
-            stacked = [model(x) for x in steps]
-            seconds = [model.second(x).reshape(2, 16) for x in steps]
-    groups = [group for _, group in model._lceval_products.stacks.values()]
-    assert groups == [[model.second, model.third]]
-    assert model.second.weight.data_ptr() % 64 == model.third.weight.data_ptr() % 64 == 40
-    assert model.second.weight.untyped_storage().data_ptr() == \
-        model.third.weight.untyped_storage().data_ptr()
-    assert all(torch.equal(a, b) for a, b in zip(alone, stacked, strict=True))
-    assert all(torch.equal(a, b) for a, b in zip(expected, seconds, strict=True))
+def test_an_answer_keeps_its_draft_up_to_the_first_token_greedy_decoding_did_not_choose(
+        ) -> None:
+    answer = _Answer([1, 2, 3], budget=10, eos={0}, stop=None)
+    assert answer.accept([4, 5, 9, 7], [4, 5, 6]) == 3  # fed 3, 4, 5 kept; 6 was not chosen
+    assert answer.ids == [1, 2, 3, 4, 5, 9] and not answer.ended
+    assert answer.accept([7, 8], [7]) == 2  # the whole draft and the pass's own next token
+    assert answer.accept([0, 1, 1], [0, 1]) == 1  # an EOS token ends it at once
+    assert answer.ended and answer.ids[-1] == 0 and answer.draft() == []
+    full = _Answer([1, 2, 1, 2], budget=3, eos=set(), stop=None)
+    full.emit(1)
+    assert full.draft() == [2]  # no guess past the budget
+    assert full.accept([2, 1], [2]) == 2 and full.ended and full.new == 3
+
+
+def test_a_growing_cache_moves_to_a_larger_buffer_when_drafts_fill_it() -> None:
+    layer = GrowingLayer(torch.zeros(1, 2, 1, 4), rows=1, capacity=3)
+    first = torch.randn(1, 2, 3, 4)
+    layer.update(first, first + 1)
+    keys, values = layer.update(torch.ones(1, 2, 5, 4), torch.ones(1, 2, 5, 4))
+    assert layer.get_seq_length() == 8 and keys.shape[2] == 8
+    assert torch.equal(keys[:, :, :3], first) and torch.equal(values[:, :, :3], first + 1)
 
 
 def test_sliding_window_models_and_the_switch_keep_model_generate(

@@ -27,9 +27,10 @@ rather than the whole prompt; the chunk size is part of the fingerprint.
 Greedy decoding on a CPU. With ``greedy_on_cpu`` (``GREEDY_ON_CPU``; models without sliding
 layers) a generate batch is decoded by ``hf_greedy.greedy_batch`` rather than ``model.generate``:
 each prompt prefilled alone with causal attention (no square of masked scores), the padded
-batch decoded over a KV cache that grows in place, with a matrix product that suits a few rows.
-The same stopping rules and padding; rounding that differs from ``model.generate``'s in a padded
-prompt's attention and in the decode's products, measured on the main job (``GREEDY_ON_CPU``).
+batch decoded over a KV cache that grows in place, each pass checking a lookup draft, with
+products and attention that suit a few rows. The same stopping rules and padding; rounding that
+differs from ``model.generate``'s in a padded prompt's attention and in the decode's products
+and attention, measured on the main job (``GREEDY_ON_CPU``).
 On a GPU ``model.generate`` stays.
 
 Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
@@ -61,7 +62,7 @@ from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost
-from .hf_greedy import common_start, greedy_batch
+from .hf_greedy import Prefilled, common_start, greedy_batch
 from .hf_text import HFText, suffix_ids
 from .model_args import args_text, chosen_window, override_config
 from .options import LoadOptions
@@ -176,6 +177,8 @@ class HFBackend(BaseBackend):
         """Whether generate batches go through ``hf_greedy.greedy_batch`` rather than
         ``model.generate``. Not on a GPU, whose kernels are another matter, nor for
         sliding-window models, whose chunked prefill and window caches it does not handle."""
+        self._prefilled = Prefilled()
+        """The last generate batch's prompts and caches, where the next one's may start."""
         self.rank_top_k = rank_top_k(options)
 
     @cached_property
@@ -283,7 +286,7 @@ class HFBackend(BaseBackend):
         stop_strings = [text for text in stop if text]
         if self.greedy_on_cpu:
             rows = greedy_batch(self.model, prompts, budget, self._eos, self._pad, stop_strings,
-                                tokenizer, self._cache_keyword)
+                                tokenizer, self._cache_keyword, self._prefilled)
             return [self._finish(row, stop) for row in rows]
         config = GenerationConfig(
             max_new_tokens=budget, do_sample=False, num_beams=1, repetition_penalty=1.0,

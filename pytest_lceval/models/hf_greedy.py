@@ -10,60 +10,55 @@
   a prompt is longer than that), so a prompt that needed no padding reads exactly what it read
   in the batch.
 - **The same start prefilled twice.** The cases of a cell share their instruction, and RULER's
-  haystack up to the first needle (at depth 50, half the prompt): a prompt that shares
-  ``MIN_SHARED`` tokens or more with one already prefilled starts from a copy of its keys and
-  values. Bit for bit what a whole prefill gives (the same products, causal attention over the
-  same keys; ``tests/test_hf_greedy.py``).
+  haystack up to the first needle (at depth 50, half the prompt), and the next cell's often
+  start alike: a prompt that shares ``MIN_SHARED`` tokens or more with one prefilled in this
+  batch or the last (``Prefilled``) starts from a copy of its keys and values. Bit for bit what
+  a whole prefill gives (the same products, causal attention over the same keys;
+  ``tests/test_hf_greedy.py``).
 - **The KV cache copied at every step.** transformers' dynamic cache concatenates each new key
   and value onto the whole cache, a copy of all of it per layer and step. ``GrowingLayer`` writes
-  into a buffer sized for the prompt and the budget and hands back views of it: the same values,
-  so the same bits.
-- **Decode products of a few rows.** MKL's fp32 kernel is slow on a product of 2 or 3 rows by
-  a wide matrix (``x @ W.T``): SmolLM2's LM head (49152 x 576) for two rows takes 24 ms, the same
-  product as ``W @ x.T`` 7.5 ms, near the memory's speed. ``narrow_products`` computes every
-  product of a decode step that way, and those that read one input (a layer's q, k and v; gate
-  and up) as one product (``StackedProducts``): a decode step is hundreds of small parallel
-  regions, and where torch's idle threads sleep (``foundation/cpu_wait.py``) each region waits
-  for one to wake; 5 regions a layer instead of 8 took a step from 137-148 ms to 106-112 ms
-  (SmolLM2, 2 rows over 1k tokens, 2 cores). The same bits: each output element is the same
-  dot product over a weight that starts where it did modulo a cache line.
+  into a buffer sized for the prompt and the budget (moved to a larger one when drafts fill it)
+  and hands back views of it: the same values, so the same bits.
+- **One token a pass.** A decode pass reads every weight for a row or two, and answers that copy
+  from their context are guessable: each pass feeds a row's next token and a lookup draft
+  (``prompt_lookup``), and keeps the draft up to its first token greedy decoding would not have
+  chosen. On the README's main job 1,515 passes become 513, most of 2 x 8 tokens.
+- **Products.** ``cpu_products``: linears that read one input (a layer's q, k and v; gate and
+  up) compute as one product, with the bits they have alone; a decode pass's products, a few
+  rows by a wide matrix where MKL's fp32 kernel is slow, run over weights packed for oneDNN,
+  whose rounding of a row does not depend on the other rows, so a draft's tokens get the bits
+  they would get one pass each. ``decode_attention`` packs a pass's query heads by key/value
+  head rather than copying the cache for every head.
 
 Answers: the batch is decoded as ``model.generate`` decodes it (the same stopping criteria, the
-same padding token after a finished row, the same budget), but a padded prompt's attention and
-every decode step's products round differently (by ~1e-5 in a logit), so a greedy token could
-flip where two candidates tie that closely. ``bench/bench_main_job.py`` compares every answer
-both ways; the backend takes this path by default only because none differed
-(``hf.GREEDY_ON_CPU`` says where).
+same padding token after a finished row, the same budget), but a padded prompt's attention, the
+decode's products and its attention over positions left by drafts round differently (by ~1e-5
+in a logit), so a greedy token could flip where two candidates tie that closely.
+``bench/bench_main_job.py`` compares every answer both ways; the backend takes this path by
+default only because none differed (``hf.GREEDY_ON_CPU`` says where).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from functools import partial
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
-from transformers.generation.stopping_criteria import (
-    EosTokenCriteria,
-    StoppingCriteriaList,
-    StopStringCriteria,
-)
+from transformers.generation.stopping_criteria import StopStringCriteria
 
-NARROW_ROWS = 16
-"""Rows up to which a product runs as ``W @ x.T``: a decode step's (one per prompt). Faster
-there at every size measured; a prefill (hundreds of rows) keeps ``F.linear`` and its bits."""
-
-ALIGNMENT = 64
-"""Bytes modulo which a stacked weight starts where it started alone (a cache line)."""
+from .cpu_products import CpuProducts, cpu_products
+from .decode_attention import grouped_decode_attention
+from .prompt_lookup import DRAFT_TOKENS, lookup_draft
 
 MIN_SHARED = 64
 """Shared tokens from which a prompt starts from another's cache rather than from nothing."""
 MIN_REST = 16
 """Tokens a prompt prefills after a shared start, at least: MKL rounds a product's row alike
 from 15 rows up, differently below."""
+MAX_KEPT = 8192
+"""Prompt tokens whose caches ``Prefilled`` keeps from one batch for the next (SmolLM2: 46 KB a
+token in fp32, 377 MB in all)."""
 
 
 class GrowingLayer(DynamicLayer):
@@ -99,9 +94,26 @@ class GrowingLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.length + key_states.shape[-2]
+        if end > self._key_buffer.shape[2]:
+            self._grow(2 * end)
         self._key_buffer[:, :, self.length:end] = key_states
         self._value_buffer[:, :, self.length:end] = value_states
         return self._filled_to(end)
+
+    def _grow(self, capacity: int) -> None:
+        """Move the cache into buffers of ``capacity`` positions (drafts kept few of their
+        positions more often than the first capacity allowed for)."""
+        for name in ("_key_buffer", "_value_buffer"):
+            old = getattr(self, name)
+            new = old.new_zeros((*old.shape[:2], capacity, old.shape[3]))
+            new[:, :, :self.length] = old[:, :, :self.length]
+            setattr(self, name, new)
+
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Only these rows (indices) stay in the cache: the others' answers have ended."""
+        self._key_buffer = self._key_buffer[rows]
+        self._value_buffer = self._value_buffer[rows]
+        self._filled_to(self.length)
 
     def get_seq_length(self) -> int:
         return self.length
@@ -124,196 +136,158 @@ def padded_cache(rows: list[Any], capacity: int) -> DynamicCache:
     return batch
 
 
-def _shared_start(done: list[DynamicCache], prompts: list[list[int]],
-                  ids: list[int]) -> tuple[DynamicCache, int]:
-    """A cache to prefill ``ids`` on, and where its prefill starts: the keys and values of the
-    longest start it shares with a prompt already prefilled (the cases of one cell share their
-    instruction, and a haystack up to its first needle), or an empty cache. The rest is
-    prefilled over it with the same products (``MIN_REST`` rows or more) and causal attention
-    over the same keys, so the prompt reads what it read prefilled whole."""
-    shared, source = max(((common_start(prompts[index], ids), index)
-                          for index in range(len(done))), default=(0, -1))
-    shared = min(shared, len(ids) - MIN_REST)
-    if shared < MIN_SHARED:
-        return DynamicCache(), 0
-    cache = DynamicCache()
-    layers: list[Any] = done[source].layers
-    for index, layer in enumerate(layers):
-        cache.update(layer.keys[:, :, :shared], layer.values[:, :, :shared], index)
-    return cache, shared
+class Prefilled:
+    """Prompts prefilled lately, with their caches: a prompt that starts as one of them did
+    starts from a copy of those keys and values. The cases of a cell share their instruction and
+    a haystack up to its first needle; the next cell's prompts often start as this cell's did
+    (on the README's main job, kept from one batch to the next, 10,236 of 93,655 prompt tokens
+    are not prefilled again; within each batch alone, 5,386)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[int]] = []
+        self.caches: list[DynamicCache] = []
+
+    def start(self, ids: list[int]) -> tuple[DynamicCache, int]:
+        """A cache to prefill ``ids`` on, and where its prefill starts: the keys and values of
+        the longest start it shares with a prompt here, or an empty cache. The rest is
+        prefilled over it with the same products (``MIN_REST`` rows or more) and causal
+        attention over the same keys, so the prompt reads what it read prefilled whole."""
+        shared, source = max(((common_start(prompt, ids), index)
+                              for index, prompt in enumerate(self.prompts)), default=(0, -1))
+        shared = min(shared, len(ids) - MIN_REST)
+        if shared < MIN_SHARED:
+            return DynamicCache(), 0
+        cache = DynamicCache()
+        layers: list[Any] = self.caches[source].layers
+        for index, layer in enumerate(layers):
+            cache.update(layer.keys[:, :, :shared], layer.values[:, :, :shared], index)
+        return cache, shared
+
+    def add(self, ids: list[int], cache: DynamicCache) -> None:
+        self.prompts.append(ids)
+        self.caches.append(cache)
+
+    def keep_latest(self, count: int) -> None:
+        """Keep the ``count`` prompts added last, the newest of them up to ``MAX_KEPT`` tokens:
+        what the next batch most likely shares, in a bounded share of memory."""
+        kept, tokens = 0, 0
+        for ids in reversed(self.prompts[-count:] if count else []):
+            if tokens + len(ids) > MAX_KEPT:
+                break
+            kept, tokens = kept + 1, tokens + len(ids)
+        self.prompts = self.prompts[len(self.prompts) - kept:]
+        self.caches = self.caches[len(self.caches) - kept:]
 
 
-@contextmanager
-def narrow_products(model: Any) -> Iterator[None]:
-    """The model's linear layers compute few rows as ``W @ x.T`` while this lasts, those that
-    read one input one after another in one product (``StackedProducts``)."""
-    products = _products_of(model)
-    linears = [module for module in model.modules() if type(module) is torch.nn.Linear]
-    for linear in linears:
-        linear.forward = partial(products.forward, linear)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        products.waiting.clear()
-        for linear in linears:
-            del linear.forward
+class _Answer:
+    """One prompt's new tokens as greedy decoding emits them, and whether it has ended: at an
+    EOS token, a stop string or the budget, where ``model.generate`` ends a row."""
 
+    def __init__(self, ids: list[int], budget: int, eos: set[int],
+                 stop: StopStringCriteria | None) -> None:
+        self.ids = list(ids)
+        """The prompt and the tokens emitted so far."""
+        self.new = 0
+        self.budget, self.eos, self.stop = budget, eos, stop
+        self.ended = False
 
-class StackedProducts:
-    """A decode step's products of few rows, those of linears that read the same input one
-    after another (a layer's q, k and v; gate and up) as one product over their weights
-    stacked: fewer, larger products, each a parallel region whose sleeping threads have to be
-    woken (``foundation/cpu_wait.py``). Each output element is the same dot product, so the same
-    bits (MKL's kernel, checked for 1-16 rows). The first decode step, computed linear by linear,
-    shows which linears share an input; their weights then move into one buffer that each
-    linear's weight views, so the model's memory and every other product stay as they were."""
+    def emit(self, token: int) -> None:
+        self.ids.append(token)
+        self.new += 1
+        self.ended = (token in self.eos or self.new == self.budget
+                      or (self.stop is not None and bool(self.stop(
+                          torch.tensor([self.ids[-self.stop.maximum_token_len:]]), None)[0])))
 
-    def __init__(self, tied: set[int]) -> None:
-        self.tied = tied
-        """The ids of weights more than one module holds (an LM head tied to the embeddings):
-        they stay where they are."""
-        self.seen: list[tuple[torch.nn.Linear, torch.Tensor]] | None = []
-        """The first step's products in order, with their inputs; None once learnt."""
-        self.stacks: dict[torch.nn.Linear, tuple[torch.Tensor, list[torch.nn.Linear]]] = {}
-        """By a group's first linear: its stacked weights, and the group in order."""
-        self.waiting: dict[torch.nn.Linear, tuple[torch.Tensor, torch.Tensor]] = {}
-        """Outputs computed with an earlier linear's product, with the input they are of."""
+    def draft(self) -> list[int]:
+        """Tokens to check after the next one (none once ended, none past the budget)."""
+        room = self.budget - self.new - 1
+        return [] if self.ended else lookup_draft(self.ids, min(DRAFT_TOKENS, room))
 
-    def forward(self, linear: torch.nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
-        rows = inputs.numel() // inputs.shape[-1]
-        if rows > NARROW_ROWS:
-            return torch.nn.functional.linear(inputs, linear.weight, linear.bias)
-        if self.seen is not None:
-            self._learn(linear, inputs)
-        waiting = self.waiting.pop(linear, None)
-        if waiting is not None and waiting[0] is inputs:
-            return waiting[1]
-        stack = self.stacks.get(linear)
-        if stack is None:
-            return _narrow(linear, inputs, torch.mm(linear.weight, _rows(inputs).t()).t())
-        weights, group = stack
-        product = torch.mm(weights, _rows(inputs).t()).t()
-        outputs = torch.split(product, [member.out_features for member in group], dim=1)
-        for member, output in zip(group[1:], outputs[1:], strict=True):
-            self.waiting[member] = (inputs, _narrow(member, inputs, output))
-        return _narrow(linear, inputs, outputs[0])
-
-    def _stackable(self, first: torch.nn.Linear, other: torch.nn.Linear) -> bool:
-        """Whether ``other``'s weight can join ``first``'s in one buffer: same input size,
-        dtype and device, neither tied to another module."""
-        return (first.in_features == other.in_features
-                and first.weight.dtype == other.weight.dtype
-                and first.weight.device == other.weight.device
-                and id(first.weight) not in self.tied and id(other.weight) not in self.tied)
-
-    def _learn(self, linear: torch.nn.Linear, inputs: torch.Tensor) -> None:
-        assert self.seen is not None
-        if all(seen is not linear for seen, _ in self.seen):
-            self.seen.append((linear, inputs))
-            return
-        runs: list[list[torch.nn.Linear]] = []
-        previous = None
-        for seen, seen_inputs in self.seen:
-            if runs and seen_inputs is previous and self._stackable(runs[-1][0], seen):
-                runs[-1].append(seen)
-            else:
-                runs.append([seen])
-            previous = seen_inputs
-        self.seen = None
-        for group in runs:
-            weights = _stacked(group) if len(group) > 1 else None
-            if weights is not None:
-                start = 0
-                for member in group:
-                    member.weight.data = weights[start:start + member.out_features]
-                    start += member.out_features
-                self.stacks[group[0]] = (weights, group)
-
-
-def _stacked(group: list[torch.nn.Linear]) -> torch.Tensor | None:
-    """The group's weights one after another in a new buffer, each starting where its own did
-    modulo ``ALIGNMENT`` bytes (MKL's result depends on where a matrix starts: a weight copied
-    to another alignment gives other bits), or None where no buffer can do that."""
-    weights = [member.weight.detach() for member in group]
-    offset = weights[0].data_ptr() % ALIGNMENT
-    size = weights[0].element_size()
-    if offset % size or any(weight.data_ptr() % ALIGNMENT != offset
-                            or weight.nbytes % ALIGNMENT for weight in weights):
-        return None
-    total = sum(weight.numel() for weight in weights)
-    buffer = weights[0].new_empty(total + ALIGNMENT // size)
-    start = ((offset - buffer.data_ptr()) % ALIGNMENT) // size
-    stacked = buffer[start:start + total].view(-1, weights[0].shape[1])
-    torch.cat(weights, out=stacked)
-    return stacked
-
-
-def _products_of(model: Any) -> StackedProducts:
-    """The model's stacked products, learnt at its first decode step and kept with it."""
-    products = getattr(model, "_lceval_products", None)
-    if products is None:
-        uses = Counter(id(weight) for module in model.modules()
-                       for weight in module.parameters(recurse=False))
-        products = StackedProducts({weight for weight, count in uses.items() if count > 1})
-        model._lceval_products = products
-    return products
-
-
-def _rows(inputs: torch.Tensor) -> torch.Tensor:
-    return inputs.reshape(inputs.numel() // inputs.shape[-1], inputs.shape[-1])
-
-
-def _narrow(linear: torch.nn.Linear, inputs: torch.Tensor, product: torch.Tensor) -> torch.Tensor:
-    """``linear``'s output from its product of ``inputs``' rows ([rows, out])."""
-    if linear.bias is not None:
-        product = product + linear.bias
-    # contiguous, as F.linear's: the attention kernel takes only rows stored contiguously
-    return product.contiguous().reshape(*inputs.shape[:-1], linear.out_features)
+    def accept(self, greedy: list[int], draft: list[int]) -> int:
+        """Emit the greedy tokens of a pass that fed the last token and then ``draft``, up to
+        the first draft token that is not the greedy choice; how many fed positions hold the
+        answer's tokens (the last emitted token is fed by the next pass)."""
+        for position, token in enumerate(greedy):
+            self.emit(token)
+            if self.ended or position >= len(draft) or draft[position] != token:
+                return position + 1
+        raise AssertionError("a pass has one greedy token more than its draft")
 
 
 @torch.inference_mode()
 def greedy_batch(model: Any, prompts: list[list[int]], budget: int, eos: list[int], pad: int,
-                 stop: list[str], tokenizer: Any, cache_keyword: str) -> list[list[int]]:
+                 stop: list[str], tokenizer: Any, cache_keyword: str,
+                 prefilled: Prefilled | None = None) -> list[list[int]]:
     """The new tokens of each prompt, as ``model.generate`` returns them for the left-padded
     batch: ``budget`` at most, a row that ended (an EOS token, a stop string) padded with
-    ``pad`` until every row has ended."""
+    ``pad`` until every row has ended. Prompts start from ``prefilled``'s shared starts, and
+    this batch's prompts replace those there.
+
+    Each pass feeds every row's last token and its draft (``prompt_lookup``), padded to the
+    longest draft; a row keeps what its greedy choices confirm, and the positions it does not
+    keep stay in the cache with the attention mask hiding them, as left padding is hidden. A
+    row whose answer has ended leaves the batch (its products and attention are each row's
+    own, so the others' bits do not change); ``model.generate`` pads it instead, which the
+    answer returned here does too."""
+    with cpu_products(model) as products:
+        return _greedy_batch(model, prompts, budget, eos, pad, stop, tokenizer, cache_keyword,
+                             Prefilled() if prefilled is None else prefilled, products)
+
+
+def _greedy_batch(model: Any, prompts: list[list[int]], budget: int, eos: list[int], pad: int,
+                  stop: list[str], tokenizer: Any, cache_keyword: str, prefilled: Prefilled,
+                  products: CpuProducts) -> list[list[int]]:
     device = model.device
     rows: list[DynamicCache] = []
     first = []
     for ids in prompts:
-        cache, start = _shared_start(rows, prompts, ids)
+        cache, start = prefilled.start(ids)
         output = model(input_ids=torch.tensor([ids[start:]], device=device), use_cache=True,
                        logits_to_keep=1, **{cache_keyword: cache})
+        prefilled.add(ids, cache)
         rows.append(cache)
-        first.append(output.logits[0, -1].float())
+        first.append(int(output.logits[0, -1].float().argmax()))
+    prefilled.keep_latest(len(prompts))
     longest = max(len(ids) for ids in prompts)
-    cache = padded_cache(rows, longest + budget)
+    cache = padded_cache(rows, longest + budget + DRAFT_TOKENS)
     del rows
     mask = torch.zeros(len(prompts), longest, dtype=torch.long, device=device)
-    sequences = torch.full((len(prompts), longest), pad, dtype=torch.long, device=device)
     for row, ids in enumerate(prompts):
         mask[row, longest - len(ids):] = 1
-        sequences[row, longest - len(ids):] = torch.tensor(ids, device=device)
-    criteria = StoppingCriteriaList([EosTokenCriteria(eos)])
-    if stop:
-        criteria.append(StopStringCriteria(tokenizer, stop))
-    unfinished = torch.ones(len(prompts), dtype=torch.bool, device=device)
-    logits = torch.stack(first)
-    with narrow_products(model):
-        for step in range(budget):
-            tokens = torch.where(unfinished, logits.argmax(-1), pad)
-            sequences = torch.cat([sequences, tokens[:, None]], dim=-1)
-            unfinished &= ~criteria(sequences, logits)
-            if step == budget - 1 or not unfinished.any():
-                break
-            mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], dim=-1)
-            positions = mask.sum(-1, keepdim=True) - 1
-            output = model(input_ids=tokens[:, None], attention_mask=mask,
-                           position_ids=positions, use_cache=True, logits_to_keep=1,
+    criteria = StopStringCriteria(tokenizer, stop) if stop else None
+    answers = [_Answer(ids, budget, set(eos), criteria) for ids in prompts]
+    for answer, token in zip(answers, first, strict=True):
+        answer.emit(token)
+    products.decoding = True
+    decoding = answers  # the rows still in the batch, in order
+    with grouped_decode_attention(model):
+        while True:
+            if any(answer.ended for answer in decoding):
+                staying = [row for row, answer in enumerate(decoding) if not answer.ended]
+                decoding = [decoding[row] for row in staying]
+                if not decoding:
+                    break
+                index = torch.tensor(staying, dtype=torch.long, device=device)
+                mask = mask[index]
+                layers: list[GrowingLayer] = cache.layers  # type: ignore[assignment]
+                for layer in layers:
+                    layer.keep_rows(index)
+            drafts = [answer.draft() for answer in decoding]
+            width = 1 + max(len(draft) for draft in drafts)
+            fed = [[answer.ids[-1], *draft] + [pad] * (width - 1 - len(draft))
+                   for answer, draft in zip(decoding, drafts, strict=True)]
+            positions = mask.sum(-1, keepdim=True) + torch.arange(width, device=device)
+            mask = torch.cat([mask, mask.new_ones(len(decoding), width)], dim=-1)
+            output = model(input_ids=torch.tensor(fed, device=device), attention_mask=mask,
+                           position_ids=positions, use_cache=True, logits_to_keep=width,
                            **{cache_keyword: cache})
-            logits = output.logits[:, -1].float()
-    new_tokens: list[list[int]] = sequences[:, longest:].tolist()
-    return new_tokens
+            greedy = output.logits.float().argmax(-1).tolist()
+            for row, (answer, draft) in enumerate(zip(decoding, drafts, strict=True)):
+                kept = answer.accept(greedy[row], draft)
+                mask[row, mask.shape[1] - width + kept:] = 0
+    width = max(answer.new for answer in answers)
+    return [answer.ids[len(ids):] + [pad] * (width - answer.new)
+            for answer, ids in zip(answers, prompts, strict=True)]
 
 
 def common_start(one: Sequence[int], other: Sequence[int]) -> int:
