@@ -47,5 +47,5 @@ if transformers.__version__ != sys.argv[1]:
     sys.exit(f"expected transformers {sys.argv[1]}, imported {transformers.__version__}")
 PY
 python3 -m pytest tests/test_hf_backend.py tests/test_hf_greedy.py tests/test_batch_memory.py \
-  tests/test_haystack_hf.py \
+  tests/test_haystack_hf.py tests/test_decode_attention.py tests/test_cpu_products.py \
   -p no:randomly -q

@@ -10,8 +10,9 @@ its last run: idle PASSIVE 162, default spin 82; one core held 134 against 325):
 - one core busy with another process: ``PASSIVE`` 82-100, the default spin 214-254, a spin
   bounded at 3,000 rounds 149-162, at 10,000 246-273.
 
-The main job (``pytest suites/ --model=smollm2``, fresh clone, idle machine): 8 min 6 s and 462 s
-of model time sleeping, 6 min 58 s and 392 s with ``OMP_WAIT_POLICY=ACTIVE``.
+The main job (``pytest suites/ --model=smollm2``, fresh clone, idle machine) decoding one token a
+pass: 8 min 6 s and 462 s of model time sleeping, 6 min 58 s and 392 s with
+``OMP_WAIT_POLICY=ACTIVE``.
 
 Spinning wins on a machine the run has to itself and loses more, and slows the other process,
 when anything else wants a core (xdist workers beside a served model, a second job). So the
