@@ -65,7 +65,6 @@ from pytest_lceval.foundation.cpu_wait import sleep_when_idle
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT in the environment wins, as it does for the plugin)
 sleep_when_idle()
 
-from pytest_lceval.models import hf_greedy
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf import HFBackend
 from pytest_lceval.models.hf_text import HFText
@@ -126,25 +125,15 @@ class Phases:
 
     def watch_forward(self, model: Any) -> None:
         """Forward passes over one token a row, and those of ``greedy_batch``'s decode (the
-        next token and its lookup draft), are decode; the rest prefill."""
-        decoding = [False]
-        attention = hf_greedy.grouped_decode_attention
-
-        @contextmanager
-        def decode_attention(*args: Any) -> Iterator[None]:
-            decoding[0] = True
-            try:
-                with attention(*args):
-                    yield
-            finally:
-                decoding[0] = False
-
+        next token and its lookup draft, while its products are a decode pass's), are decode;
+        the rest prefill."""
         def before(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
             ids = kwargs.get("input_ids", args[0] if args else None)
+            products = getattr(model, "_lceval_products", None)
+            decoding = products is not None and products.decoding
             one = ids is not None and ids.shape[1] == 1
-            self.enter("decode" if one or decoding[0] else "prefill")
+            self.enter("decode" if one or decoding else "prefill")
 
-        hf_greedy.grouped_decode_attention = decode_attention  # type: ignore[assignment]
         model.register_forward_pre_hook(before, with_kwargs=True)
         model.register_forward_hook(lambda *_: self.leave())
 
