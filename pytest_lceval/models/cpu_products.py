@@ -117,7 +117,7 @@ class CpuProducts:
 
     def _learn(self, linear: torch.nn.Linear, inputs: torch.Tensor) -> None:
         """Record the first decode pass's products; at the first linear seen twice, group the
-        runs of linears that read the same input (same input size, dtype and device)."""
+        runs of linears that read the same input (same input size and device; all are fp32)."""
         assert self.seen is not None
         if all(seen is not linear for seen, _ in self.seen):
             self.seen.append((linear, inputs))
