@@ -27,7 +27,10 @@ Two steps, the first skipped when ``--calls`` names a file that exists:
    after / before. Each side keeps its own Task Haystack prefix cache from call to call (rank is
    the same code on both sides), as the run's one backend did. Every answer of the two sides is
    compared (text, prompt and output tokens; a ranking's scores), and each side's with the
-   answer the recorded run stored.
+   answer the recorded run stored. Before the replay and again after its table, two lines say
+   where it ran: the host (processor, torch's CPU capability and threads, MKL's and oneDNN's
+   versions, torch's and transformers') and the CPU decoder's probe (``decoder_probe``: which
+   of its shortcuts are off on this host, and why).
 
 With ``--against``, two recorded runs (say one made with ``GREEDY_ON_CPU`` off, one with it on)
 are compared instead of a replay: their time per phase, and every answer, matched by request.
@@ -46,6 +49,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import re
 import sys
 import tempfile
 import threading
@@ -64,6 +70,9 @@ from pytest_lceval.foundation.cpu_wait import sleep_when_idle
 # torch's threads wait as the plugin makes them wait in the main job (set before torch loads;
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT in the environment wins, as it does for the plugin)
 sleep_when_idle()
+
+import torch
+import transformers
 
 from pytest_lceval.models.base import Renderer
 from pytest_lceval.models.hf import HFBackend
@@ -215,13 +224,33 @@ def _requests(call: dict[str, Any]) -> list[GenerateRequest] | list[RankRequest]
             for r in call["requests"]]
 
 
+def host() -> str:
+    """The processor and the libraries whose kernels decide which of the CPU decoder's splits
+    round as the whole computation does (``decoder_probe``)."""
+    config = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
+    onednn = re.search(r"MKL-DNN v([\w.]+)", config)
+    cpuinfo = Path("/proc/cpuinfo")
+    names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text() if cpuinfo.exists()
+                       else "", re.MULTILINE)
+    return (f"host: {names[0] if names else platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} cores, torch CPU capability "
+            f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads; "
+            f"MKL {mkl.group(1) if mkl else 'none'}, oneDNN {onednn.group(1) if onednn else 'none'}"
+            f"; torch {torch.__version__}, transformers {transformers.__version__}")
+
+
 def replay(model: str, calls: list[dict[str, Any]],
-           sides: tuple[str, ...] = ("before", "after")) -> tuple[dict[str, float], list[str]]:
-    """(seconds per side and phase, a line per answer that differs)."""
+           sides: tuple[str, ...] = ("before", "after")) -> tuple[dict[str, float], list[str],
+                                                                  str]:
+    """(seconds per side and phase, a line per answer that differs, the CPU decoder probe's
+    line)."""
     backend = load_preset(model, LoadOptions())
     if not isinstance(backend, HFBackend):
         sys.exit(f"--model {model} is not an hf backend: nothing to compare")
-    assert backend.model is not None  # the weights load (a GGUF file converts) before the clocks
+    assert backend.model is not None  # the weights load (a GGUF file converts) and the CPU
+    probed = backend.notes[0] if backend.notes else "probe: not run (not the CPU decoder)"
+    print(probed, flush=True)  # decoder's probe runs, before the clocks
     phases = Phases()
     phases.wrap(backend.text, "_batch", "tokenise")
     phases.watch_forward(backend.model)
@@ -255,7 +284,7 @@ def replay(model: str, calls: list[dict[str, Any]],
               f"{_total(phases.seconds, 'after'):.1f} s so far, {len(differ)} answers differ",
               flush=True)
     return {**phases.seconds, **{f"cpu/{side}": value for side, value in cpu_seconds.items()}}, \
-        differ
+        differ, probed
 
 
 def _total(seconds: dict[str, float], side: str) -> float:
@@ -348,9 +377,12 @@ def main() -> None:
         return
     selected = run["calls"][options.offset:: options.every]
     selected = selected[: options.limit] if options.limit else selected
-    seconds, differ = replay(options.model, selected,
-                             ("after",) if options.after_only else ("before", "after"))
+    print(host(), flush=True)
+    seconds, differ, probed = replay(options.model, selected,
+                                     ("after",) if options.after_only else ("before", "after"))
     report(selected, seconds, differ)
+    print(host())
+    print(probed)
 
 
 if __name__ == "__main__":

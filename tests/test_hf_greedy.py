@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from test_hf_backend import PREFIX, _one_thread, load, tiny_dirs  # noqa: E402
 from transformers.cache_utils import DynamicCache  # noqa: E402
 
-from pytest_lceval.models import cpu_products, hf, hf_greedy  # noqa: E402
+from pytest_lceval.models import cpu_products, decoder_probe, hf, hf_greedy  # noqa: E402
 from pytest_lceval.models.hf import HFBackend  # noqa: E402
 from pytest_lceval.models.hf_greedy import (  # noqa: E402
     GrowingLayer,
@@ -49,7 +49,8 @@ def test_greedy_batch_gives_what_model_generate_gives(load: Callable[..., HFBack
 def test_a_batch_starts_where_the_last_batch_s_prompts_start_alike(
         load: Callable[..., HFBackend]) -> None:
     """The next cell's prompts begin as this cell's did: the second batch prefills only what
-    follows the shared start, and answers as ``model.generate`` does."""
+    follows the shared start (whole where the probe turned shared starts off), and answers as
+    ``model.generate`` does."""
     backend = load("llama", chat_template="off")
     cells = [[GenerateRequest(PREFIX * 2 + f" Cell {cell}, item {n}:", 12, ()) for n in (1, 2)]
              for cell in (1, 2)]
@@ -60,7 +61,12 @@ def test_a_batch_starts_where_the_last_batch_s_prompts_start_alike(
     fed.clear()
     greedy = backend.generate(cells[1])
     hook.remove()
-    assert fed[0] <= len(backend.prompt_ids(cells[1][0].prompt)) - hf_greedy.MIN_SHARED
+    assert backend.decoder_verdict is not None
+    length = len(backend.prompt_ids(cells[1][0].prompt))
+    if backend.decoder_verdict.shortcuts.shared_start:
+        assert fed[0] <= length - hf_greedy.MIN_SHARED
+    else:  # the probe found a split prefill rounds otherwise on this host: prefilled whole
+        assert fed[0] == length
     backend.greedy_on_cpu = False
     assert [a.text for a in greedy] == [a.text for a in backend.generate(cells[1])]
 
@@ -110,31 +116,39 @@ def test_a_growing_cache_holds_the_bits_of_a_concatenated_one(
     assert growing.get_seq_length() == dynamic.get_seq_length() == ids.shape[1] + 8
 
 
-def test_a_prompt_prefilled_from_a_shared_start_reads_the_same_bits(
+def test_a_prompt_prefilled_from_a_shared_start_reads_the_same_bits_where_the_probe_says_so(
         load: Callable[..., HFBackend]) -> None:
-    """The second prompt shares the first's start: prefilled over a copy of those keys and
-    values, its cache and next-token logits equal its whole prefill's; the first's cache is
-    left as it was."""
+    """The probe's prompts, prefilled here over a copy of the first one's start and whole: the
+    probe keeps shared starts exactly where every cache and next-token logit is the same, and
+    the first prompt's cache is left as it was. Where the host rounds a split otherwise, the
+    answers come from whole prefills and are ``model.generate``'s
+    (``test_a_batch_starts_where_the_last_batch_s_prompts_start_alike``)."""
     backend = load("llama", chat_template="off")
     model, keyword = backend.model, backend._cache_keyword
-    first = backend.prompt_ids(PREFIX * 2)
-    second = backend.prompt_ids(PREFIX * 2 + " And what of the mill, then, and the miller?")
+    assert backend.decoder_verdict is not None
+    shortcuts = backend.decoder_verdict.shortcuts
+    first, *others = decoder_probe.shared_start_prompts(len(backend.hf_tokenizer))
     done = DynamicCache()
-    with torch.inference_mode():
+    same = []
+    with torch.inference_mode(), cpu_products.cpu_products(model, shortcuts.packed,
+                                                           shortcuts.stacked):
         model(input_ids=torch.tensor([first]), use_cache=True, **{keyword: done})
         before = [layer.keys.clone() for layer in done.layers]
         prefilled = Prefilled()
         prefilled.add(first, done)
-        cache, start = prefilled.start(second)
-        assert hf_greedy.MIN_SHARED <= start <= len(first)
-        shared = model(input_ids=torch.tensor([second[start:]]), use_cache=True,
-                       logits_to_keep=1, **{keyword: cache}).logits
-        whole_cache = DynamicCache()
-        whole = model(input_ids=torch.tensor([second]), use_cache=True, logits_to_keep=1,
-                      **{keyword: whole_cache}).logits
-    assert torch.equal(shared, whole)
-    assert all(torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
-               for a, b in zip(cache.layers, whole_cache.layers, strict=True))
+        for second in others:
+            cache, start = prefilled.start(second)
+            assert hf_greedy.MIN_SHARED <= start <= len(second) - hf_greedy.MIN_REST
+            shared = model(input_ids=torch.tensor([second[start:]]), use_cache=True,
+                           logits_to_keep=1, **{keyword: cache}).logits
+            whole_cache = DynamicCache()
+            whole = model(input_ids=torch.tensor([second]), use_cache=True, logits_to_keep=1,
+                          **{keyword: whole_cache}).logits
+            same.append(torch.equal(shared, whole) and all(
+                torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+                for a, b in zip(cache.layers, whole_cache.layers, strict=True)))
+    assert shortcuts.shared_start == all(same)
+    assert ("shared_start" in backend.decoder_verdict.why) != all(same)
     assert all(torch.equal(a, layer.keys) for a, layer in zip(before, done.layers, strict=True))
 
 
@@ -223,10 +237,10 @@ def test_an_answer_keeps_its_draft_up_to_the_first_token_greedy_decoding_did_not
     assert answer.ids == [1, 2, 3, 4, 5, 9] and not answer.ended
     assert answer.accept([7, 8], [7]) == 2  # the whole draft and the pass's own next token
     assert answer.accept([0, 1, 1], [0, 1]) == 1  # an EOS token ends it at once
-    assert answer.ended and answer.ids[-1] == 0 and answer.draft() == []
+    assert answer.ended and answer.ids[-1] == 0 and answer.draft(7) == []
     full = _Answer([1, 2, 1, 2], budget=3, eos=set(), stop=None)
     full.emit(1)
-    assert full.draft() == [2]  # no guess past the budget
+    assert full.draft(7) == [2]  # no guess past the budget
     assert full.accept([2, 1], [2]) == 2 and full.ended and full.new == 3
 
 

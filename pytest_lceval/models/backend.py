@@ -30,6 +30,9 @@ class BaseBackend(ABC):
         self.renderer = renderer
         self.context_window = context_window
         """Maximum prompt + generated tokens the model accepts."""
+        self.notes: list[str] = []
+        """Lines for the run's output that the backend learns as it answers (the HF backend's
+        CPU decoder verdict, once its weights have loaded); the evaluator prints each once."""
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:

@@ -66,10 +66,23 @@ class _Group:
             assert self.stacked is not None
             return torch.nn.functional.linear(rows, self.stacked, self.bias)
         if self.packed is None:
-            weights = self.stacked if self.stacked is not None else torch.cat(
-                [member.weight.detach() for member in self.members])
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(weights, 2)
-        return torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+            self.packed = pack(self.stacked if self.stacked is not None else torch.cat(
+                [member.weight.detach() for member in self.members]))
+        return packed_linear(rows, self.packed, self.bias)
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` ([out, in]) laid out for oneDNN's linear (a copy)."""
+    packed: torch.Tensor = torch.ops.mkldnn._reorder_linear_weight(weight, 2)
+    return packed
+
+
+def packed_linear(rows: torch.Tensor, packed: torch.Tensor,
+                  bias: torch.Tensor | None) -> torch.Tensor:
+    """``rows`` ([rows, in]) times a weight ``pack`` made, plus ``bias``, by oneDNN."""
+    product: torch.Tensor = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [],
+                                                               "")
+    return product
 
 
 class CpuProducts:
@@ -85,7 +98,10 @@ class CpuProducts:
         bits ``model.generate`` gives a prompt, its first token's logits included)."""
         self.packing = False
         """Whether a decode pass uses packed weights (where this torch has oneDNN's packed
-        linear: asked at each ``cpu_products``)."""
+        linear and the caller allows them: set at each ``cpu_products``)."""
+        self.stacking = True
+        """Whether linears that read one input compute as one product (the caller's choice,
+        set at each ``cpu_products``); otherwise each is its own group."""
         self.seen: list[tuple[torch.nn.Linear, torch.Tensor]] | None = []
         """The first decode pass's products in order, with their inputs; None once learnt."""
         self.groups: dict[torch.nn.Linear, _Group] = {}
@@ -136,8 +152,27 @@ class CpuProducts:
         self.seen = None
         self.groups = {}
         for run in runs:
-            group = _Group(run, self.tied)
-            self.groups.update((member, group) for member in run)
+            self._group(run)
+
+    def _group(self, run: list[torch.nn.Linear]) -> None:
+        """``run`` (linears that read one input) as one group, or one each without stacking."""
+        for members in [run] if self.stacking else [[member] for member in run]:
+            group = _Group(members, self.tied)
+            self.groups.update((member, group) for member in members)
+
+    def configure(self, packed: bool, stacked: bool) -> None:
+        """Packed weights where allowed and available, stacked products where allowed: groups
+        learnt stacked split into one per linear when stacking is no longer allowed, and
+        packed copies no longer used are let go."""
+        self.packing = packed and packing_available()
+        if not stacked and self.stacking:
+            runs = {id(group): group.members for group in self.groups.values()}
+            self.stacking, self.groups = False, {}
+            for members in runs.values():
+                self._group(members)
+        if not self.packing:
+            for group in self.groups.values():
+                group.packed = None
 
 
 def _stacked(group: list[torch.nn.Linear], tied: set[int]) -> torch.Tensor | None:
@@ -171,16 +206,19 @@ def _shaped(linear: torch.nn.Linear, inputs: torch.Tensor, product: torch.Tensor
 
 
 @contextmanager
-def cpu_products(model: Any) -> Iterator[CpuProducts]:
+def cpu_products(model: Any, packed: bool = True, stacked: bool = True) -> Iterator[CpuProducts]:
     """The model's fp32 linears compute as the module docstring says while this lasts: a
-    prompt's products, and a decode pass's once ``decoding`` is set on what this yields."""
+    prompt's products, and a decode pass's once ``decoding`` is set on what this yields.
+    ``packed`` and ``stacked`` False keep a decode pass's products on MKL and every linear its
+    own product (where ``decoder_probe`` found them to round otherwise on this host); once
+    unstacked, a model's products stay so."""
     products = getattr(model, "_lceval_products", None)
     if products is None:
         uses = Counter(id(weight) for module in model.modules()
                        for weight in module.parameters(recurse=False))
         products = CpuProducts({weight for weight, count in uses.items() if count > 1})
         model._lceval_products = products
-    products.packing = packing_available()
+    products.configure(packed, stacked)
     linears = [module for module in model.modules() if type(module) is torch.nn.Linear]
     for linear in linears:
         linear.forward = partial(products.forward, linear)  # type: ignore[method-assign]

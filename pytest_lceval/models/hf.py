@@ -30,7 +30,10 @@ each prompt prefilled alone with causal attention (no square of masked scores), 
 batch decoded over a KV cache that grows in place, each pass checking a lookup draft, with
 products and attention that suit a few rows. The same stopping rules and padding; rounding that
 differs from ``model.generate``'s in a padded prompt's attention and in the decode's products
-and attention, measured on the main job (``GREEDY_ON_CPU``).
+and attention, measured on the main job (``GREEDY_ON_CPU``). Before its first batch,
+``decoder_probe`` checks on the loaded model which of the decoder's shortcuts give, on this
+host, the bits of the computation they stand in for; the others are off for the run, and the
+run's output says which and why (``decoder_verdict``).
 On a GPU ``model.generate`` stays.
 
 Lazy weights. The backend is built from the tokenizer and the configs alone: they give the
@@ -62,6 +65,7 @@ from ..results.records import GenerateRequest, Generation, Ranking, RankRequest
 from .backend import BaseBackend, Stopwatch, model_unavailable, split_rank
 from .base import cut_at_stop
 from .batch_memory import BatchMemory, RowCost
+from .decoder_probe import Verdict, probe
 from .hf_greedy import Prefilled, common_start, greedy_batch
 from .hf_text import HFText, suffix_ids
 from .model_args import args_text, chosen_window, override_config
@@ -179,15 +183,33 @@ class HFBackend(BaseBackend):
         sliding-window models, whose chunked prefill and window caches it does not handle."""
         self._prefilled = Prefilled()
         """The last generate batch's prompts and caches, where the next one's may start."""
+        self.decoder_verdict: Verdict | None = None
+        """Which shortcuts of the CPU decoder give their exact path's bits on this host
+        (``decoder_probe``), found as the weights load; None before, or off the decoder's
+        path."""
         self.rank_top_k = rank_top_k(options)
 
     @cached_property
     def model(self) -> Any:
-        """The weights, loaded by the first request that reaches the model."""
+        """The weights, loaded by the first request that reaches the model; on the CPU
+        decoder's path probed at once (``decoder_verdict``), before anything else runs on it."""
+        if self.greedy_on_cpu:
+            self._probed()
+        return self._loaded
+
+    @cached_property
+    def _loaded(self) -> Any:
         try:
             return self.checkpoint.load()
         except Exception as exc:  # whatever the loader raises: this cell says it, the run stops
             raise model_unavailable(self.spec, exc) from exc
+
+    def _probed(self) -> Verdict:
+        """The verdict, the probe run (and its line added to ``notes``) the first time."""
+        if self.decoder_verdict is None:
+            self.decoder_verdict = probe(self._loaded, self._cache_keyword)
+            self.notes.append(self.decoder_verdict.line())
+        return self.decoder_verdict
 
     @cached_property
     def memory(self) -> BatchMemory:
@@ -286,7 +308,8 @@ class HFBackend(BaseBackend):
         stop_strings = [text for text in stop if text]
         if self.greedy_on_cpu:
             rows = greedy_batch(self.model, prompts, budget, self._eos, self._pad, stop_strings,
-                                tokenizer, self._cache_keyword, self._prefilled)
+                                tokenizer, self._cache_keyword, self._prefilled,
+                                self._probed().shortcuts)
             return [self._finish(row, stop) for row in rows]
         config = GenerationConfig(
             max_new_tokens=budget, do_sample=False, num_beams=1, repetition_penalty=1.0,
@@ -437,8 +460,7 @@ class HFBackend(BaseBackend):
 
     @cached_property
     def _cache_keyword(self) -> str:
-        accepted = inspect.signature(self.model.forward).parameters
-        return "cache" if "cache" in accepted else "past_key_values"
+        return cache_keyword(self._loaded)
 
     @property
     def _packable(self) -> bool:
@@ -612,6 +634,12 @@ def _generation_config(source: str, gguf_file: str | None, config: Any) -> Gener
     except OSError:
         return GenerationConfig.from_pretrained(source, config_file_name="config.json",
                                                 _from_model_config=True)
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model``'s forward takes its KV cache by (see ``_cache_argument``)."""
+    accepted = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in accepted else "past_key_values"
 
 
 def cache_of(output: Any) -> Any:

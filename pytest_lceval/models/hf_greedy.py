@@ -41,6 +41,8 @@ default only because none differed (``hf.GREEDY_ON_CPU`` says where).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -198,10 +200,11 @@ class _Answer:
                       or (self.stop is not None and bool(self.stop(
                           torch.tensor([self.ids[-self.stop.maximum_token_len:]]), None)[0])))
 
-    def draft(self) -> list[int]:
-        """Tokens to check after the next one (none once ended, none past the budget)."""
+    def draft(self, size: int) -> list[int]:
+        """Up to ``size`` tokens to check after the next one (none once ended, none past the
+        budget)."""
         room = self.budget - self.new - 1
-        return [] if self.ended else lookup_draft(self.ids, min(DRAFT_TOKENS, room))
+        return [] if self.ended else lookup_draft(self.ids, min(size, room))
 
     def accept(self, greedy: list[int], draft: list[int]) -> int:
         """Emit the greedy tokens of a pass that fed the last token and then ``draft``, up to
@@ -214,10 +217,33 @@ class _Answer:
         raise AssertionError("a pass has one greedy token more than its draft")
 
 
+@dataclass(frozen=True)
+class Shortcuts:
+    """The shortcuts of the module docstring that a batch takes; each one off takes the exact
+    path instead (``decoder_probe`` finds which round otherwise on this host)."""
+
+    shared_start: bool = True
+    """A prompt starts from another's keys and values (``Prefilled``); off, each prefills
+    whole."""
+    stacked: bool = True
+    """Linears of one input compute as one product (``cpu_products``); off, each alone."""
+    packed: bool = True
+    """A decode pass's products run over oneDNN-packed weights; off, MKL's as a prompt's."""
+    grouped: bool = True
+    """A pass of several tokens packs its query heads (``decode_attention``); off,
+    transformers' SDPA path."""
+    drafts: bool = True
+    """A pass checks a lookup draft after each row's next token; off, one token a pass."""
+    leaving: bool = True
+    """A row whose answer ended leaves the batch; off, it stays and is fed padding, as
+    ``model.generate`` keeps it."""
+
+
 @torch.inference_mode()
 def greedy_batch(model: Any, prompts: list[list[int]], budget: int, eos: list[int], pad: int,
                  stop: list[str], tokenizer: Any, cache_keyword: str,
-                 prefilled: Prefilled | None = None) -> list[list[int]]:
+                 prefilled: Prefilled | None = None,
+                 shortcuts: Shortcuts = Shortcuts()) -> list[list[int]]:
     """The new tokens of each prompt, as ``model.generate`` returns them for the left-padded
     batch: ``budget`` at most, a row that ended (an EOS token, a stop string) padded with
     ``pad`` until every row has ended. Prompts start from ``prefilled``'s shared starts, and
@@ -228,66 +254,98 @@ def greedy_batch(model: Any, prompts: list[list[int]], budget: int, eos: list[in
     keep stay in the cache with the attention mask hiding them, as left padding is hidden. A
     row whose answer has ended leaves the batch (its products and attention are each row's
     own, so the others' bits do not change); ``model.generate`` pads it instead, which the
-    answer returned here does too."""
-    with cpu_products(model) as products:
+    answer returned here does too. ``shortcuts`` says which of these the batch takes."""
+    with cpu_products(model, shortcuts.packed, shortcuts.stacked) as products:
         return _greedy_batch(model, prompts, budget, eos, pad, stop, tokenizer, cache_keyword,
-                             Prefilled() if prefilled is None else prefilled, products)
+                             Prefilled() if prefilled is None else prefilled, products,
+                             shortcuts)
 
 
 def _greedy_batch(model: Any, prompts: list[list[int]], budget: int, eos: list[int], pad: int,
                   stop: list[str], tokenizer: Any, cache_keyword: str, prefilled: Prefilled,
-                  products: CpuProducts) -> list[list[int]]:
+                  products: CpuProducts, shortcuts: Shortcuts) -> list[list[int]]:
     device = model.device
     rows: list[DynamicCache] = []
     first = []
     for ids in prompts:
-        cache, start = prefilled.start(ids)
-        output = model(input_ids=torch.tensor([ids[start:]], device=device), use_cache=True,
-                       logits_to_keep=1, **{cache_keyword: cache})
-        prefilled.add(ids, cache)
+        cache, start = prefilled.start(ids) if shortcuts.shared_start else (DynamicCache(), 0)
+        first.append(int(prefill(model, ids, cache, start, cache_keyword).float().argmax()))
         rows.append(cache)
-        first.append(int(output.logits[0, -1].float().argmax()))
-    prefilled.keep_latest(len(prompts))
-    longest = max(len(ids) for ids in prompts)
-    cache = padded_cache(rows, longest + budget + DRAFT_TOKENS)
+        if shortcuts.shared_start:
+            prefilled.add(ids, cache)
+    prefilled.keep_latest(len(prompts) if shortcuts.shared_start else 0)
+    draft_tokens = DRAFT_TOKENS if shortcuts.drafts else 0
+    lengths = [len(ids) for ids in prompts]
+    cache = padded_cache(rows, max(lengths) + budget + draft_tokens)
     del rows
-    mask = torch.zeros(len(prompts), longest, dtype=torch.long, device=device)
-    for row, ids in enumerate(prompts):
-        mask[row, longest - len(ids):] = 1
+    mask = left_mask(lengths, device)
     criteria = StopStringCriteria(tokenizer, stop) if stop else None
     answers = [_Answer(ids, budget, set(eos), criteria) for ids in prompts]
     for answer, token in zip(answers, first, strict=True):
         answer.emit(token)
     products.decoding = True
     decoding = answers  # the rows still in the batch, in order
-    with grouped_decode_attention(model):
+    with grouped_decode_attention(model) if shortcuts.grouped else nullcontext():
         while True:
-            if any(answer.ended for answer in decoding):
+            if shortcuts.leaving and any(answer.ended for answer in decoding):
                 staying = [row for row, answer in enumerate(decoding) if not answer.ended]
                 decoding = [decoding[row] for row in staying]
-                if not decoding:
-                    break
-                index = torch.tensor(staying, dtype=torch.long, device=device)
-                mask = mask[index]
-                layers: list[GrowingLayer] = cache.layers  # type: ignore[assignment]
-                for layer in layers:
-                    layer.keep_rows(index)
-            drafts = [answer.draft() for answer in decoding]
+                if staying:
+                    index = torch.tensor(staying, dtype=torch.long, device=device)
+                    mask = mask[index]
+                    layers: list[GrowingLayer] = cache.layers  # type: ignore[assignment]
+                    for layer in layers:
+                        layer.keep_rows(index)
+            if all(answer.ended for answer in decoding):
+                break
+            drafts = [answer.draft(draft_tokens) for answer in decoding]
             width = 1 + max(len(draft) for draft in drafts)
-            fed = [[answer.ids[-1], *draft] + [pad] * (width - 1 - len(draft))
+            fed = [[pad if answer.ended else answer.ids[-1], *draft]
+                   + [pad] * (width - 1 - len(draft))
                    for answer, draft in zip(decoding, drafts, strict=True)]
-            positions = mask.sum(-1, keepdim=True) + torch.arange(width, device=device)
-            mask = torch.cat([mask, mask.new_ones(len(decoding), width)], dim=-1)
-            output = model(input_ids=torch.tensor(fed, device=device), attention_mask=mask,
-                           position_ids=positions, use_cache=True, logits_to_keep=width,
-                           **{cache_keyword: cache})
-            greedy = output.logits.float().argmax(-1).tolist()
+            logits, mask = decode_pass(model, cache, mask, torch.tensor(fed, device=device),
+                                       cache_keyword)
+            greedy = logits.float().argmax(-1).tolist()
             for row, (answer, draft) in enumerate(zip(decoding, drafts, strict=True)):
-                kept = answer.accept(greedy[row], draft)
-                mask[row, mask.shape[1] - width + kept:] = 0
+                if not answer.ended:  # a row that stays after its end is only padding
+                    kept = answer.accept(greedy[row], draft)
+                    mask[row, mask.shape[1] - width + kept:] = 0
     width = max(answer.new for answer in answers)
     return [answer.ids[len(ids):] + [pad] * (width - answer.new)
             for answer, ids in zip(answers, prompts, strict=True)]
+
+
+def prefill(model: Any, ids: list[int], cache: DynamicCache, start: int,
+            cache_keyword: str) -> torch.Tensor:
+    """The next-token logits ([vocab]) of ``ids``, prefilled from position ``start`` on into
+    ``cache`` (which holds the keys and values before it)."""
+    output = model(input_ids=torch.tensor([ids[start:]], device=model.device), use_cache=True,
+                   logits_to_keep=1, **{cache_keyword: cache})
+    logits: torch.Tensor = output.logits[0, -1]
+    return logits
+
+
+def left_mask(lengths: list[int], device: torch.device) -> torch.Tensor:
+    """The attention mask of prompts of ``lengths`` left-padded to the longest, as
+    ``padded_cache`` lays out their keys and values."""
+    mask = torch.zeros(len(lengths), max(lengths), dtype=torch.long, device=device)
+    for row, length in enumerate(lengths):
+        mask[row, max(lengths) - length:] = 1
+    return mask
+
+
+def decode_pass(model: Any, cache: DynamicCache, mask: torch.Tensor, fed: torch.Tensor,
+                cache_keyword: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits ([rows, width, vocab]) of ``fed`` ([rows, width] ids), each row's fed after
+    the positions its row of ``mask`` ([rows, positions]) shows, and the mask with the fed
+    positions added."""
+    rows, width = fed.shape
+    positions = mask.sum(-1, keepdim=True) + torch.arange(width, device=fed.device)
+    mask = torch.cat([mask, mask.new_ones(rows, width)], dim=-1)
+    output = model(input_ids=fed, attention_mask=mask, position_ids=positions, use_cache=True,
+                   logits_to_keep=width, **{cache_keyword: cache})
+    logits: torch.Tensor = output.logits
+    return logits, mask
 
 
 def common_start(one: Sequence[int], other: Sequence[int]) -> int:

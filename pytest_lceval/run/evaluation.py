@@ -6,6 +6,7 @@ LongScore's base ability alike."""
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from ..settings import Settings
 from ..tasks.base import BuildContext, FiltersCases, GenerationTask
 from ..tasks.judged import JudgedTask
 from ..tasks.stops import with_stops
-from .progress import Board, CellProgress
+from .progress import Board, CellProgress, StreamBoard
 
 
 class NothingKept(Exception):
@@ -94,6 +95,8 @@ class Evaluator:
     board: Board | None = None
     """Where cells' progress lines go: the session's terminal or log (``progress.BOARD``);
     None writes them to stderr."""
+    notes_told: int = 0
+    """How many of the backend's notes (``BaseBackend.notes``) this process has printed."""
     said_length_ratio: bool = False
     """Whether this process warned that the reference tokenizer and the model count far apart
     (``ReferenceTokenizer.far_from``): said once, it holds for every cell."""
@@ -145,6 +148,7 @@ class Evaluator:
             generations = model.generate([case.request() for case in kept], progress)
         finally:
             progress.close()
+            self.tell_notes()
         seconds_model = model.calls.seconds_here - spent
         requests = model.calls.here - before
         read = model.read_from_earlier_runs([case.request().key() for case in kept])
@@ -152,6 +156,16 @@ class Evaluator:
         scored = self.score(task, [g.text for g in generations], kept, agreement)
         return Answered(kept, generations, scored, metrics, requests, seconds_model,
                         time.perf_counter() - started, read)
+
+    def tell_notes(self) -> None:
+        """Print what the backend has learnt since the last call (the CPU decoder's verdict
+        once the weights have loaded), each line once, where progress goes. A plugin's
+        backend need not have notes."""
+        notes: list[str] = getattr(self.model, "notes", [])
+        board = self.board or StreamBoard(sys.__stderr__ or sys.stderr)
+        for line in notes[self.notes_told:]:
+            board.note(line)
+        self.notes_told = len(notes)
 
     def progress(self, label: str | None = None) -> CellProgress:
         """A reporter of the running cell's progress on the session's board, ``label`` on its

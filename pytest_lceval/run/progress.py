@@ -49,6 +49,9 @@ class Board(Protocol):
     def cell_done(self) -> None:
         """The cell has finished: remove its progress where it was rewritten in place."""
 
+    def note(self, text: str) -> None:
+        """A line that stays, printed once (what the model learnt as it loaded)."""
+
 
 def _isatty(stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
@@ -84,6 +87,11 @@ class StreamBoard:
             self.stream.flush()
             self._live = False
 
+    def note(self, text: str) -> None:
+        self.cell_done()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
 
 class WorkerBoard:
     """An xdist worker: full lines to the real stderr in a log, silence on a terminal."""
@@ -105,6 +113,12 @@ class WorkerBoard:
     def cell_done(self) -> None:
         pass
 
+    def note(self, text: str) -> None:
+        """On a terminal too: a line once per worker, where a cell's lines would be many."""
+        with self.bypass():
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
 
 class TerminalBoard:
     """pytest's terminal in a single process or on the xdist controller (see the module doc).
@@ -124,6 +138,9 @@ class TerminalBoard:
         """The whole run's status, recomputed at each redraw (elapsed time moves on)."""
         self.cell_text = ""
         self._shown = False
+
+    def note(self, text: str) -> None:
+        self.log(text)
 
     def log(self, text: str) -> None:
         """A line that stays, on its own line."""
