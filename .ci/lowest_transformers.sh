@@ -48,4 +48,5 @@ if transformers.__version__ != sys.argv[1]:
 PY
 python3 -m pytest tests/test_hf_backend.py tests/test_hf_greedy.py tests/test_batch_memory.py \
   tests/test_haystack_hf.py tests/test_decode_attention.py tests/test_cpu_products.py \
+  tests/test_decoder_probe.py \
   -p no:randomly -q

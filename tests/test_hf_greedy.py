@@ -5,6 +5,10 @@ SmolLM2 tokenizer, as in test_hf_backend."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -17,10 +21,12 @@ from test_hf_backend import PREFIX, _one_thread, load, tiny_dirs  # noqa: E402
 from transformers.cache_utils import DynamicCache  # noqa: E402
 
 from pytest_lceval.models import cpu_products, decoder_probe, hf, hf_greedy  # noqa: E402
+from pytest_lceval.models.decoder_probe import Verdict  # noqa: E402
 from pytest_lceval.models.hf import HFBackend  # noqa: E402
 from pytest_lceval.models.hf_greedy import (  # noqa: E402
     GrowingLayer,
     Prefilled,
+    Shortcuts,
     _Answer,
     padded_cache,
 )
@@ -251,6 +257,104 @@ def test_a_growing_cache_moves_to_a_larger_buffer_when_drafts_fill_it() -> None:
     keys, values = layer.update(torch.ones(1, 2, 5, 4), torch.ones(1, 2, 5, 4))
     assert layer.get_seq_length() == 8 and keys.shape[2] == 8
     assert torch.equal(keys[:, :, :3], first) and torch.equal(values[:, :, :3], first + 1)
+
+
+SHORTCUTS = [part.name for part in dataclasses.fields(Shortcuts)]
+
+
+@pytest.mark.parametrize("off", [[name] for name in SHORTCUTS] + [SHORTCUTS],
+                         ids=[*SHORTCUTS, "all"])
+def test_a_shortcut_the_probe_turned_off_takes_its_exact_path_and_answers_as_model_generate(
+        load: Callable[..., HFBackend], off: list[str]) -> None:
+    """The probe's outcome forced, whatever this host's arithmetic: two batches whose prompts
+    share a start, rows ended early by a stop string. Each shortcut off shows in how the model
+    was run, and the answers are ``model.generate``'s."""
+    backend = load("llama", chat_template="off")
+    model = backend.model  # loaded and probed
+    backend.decoder_verdict = Verdict(Shortcuts(**{name: False for name in off}),
+                                      {name: "forced" for name in off})
+    products = model._lceval_products
+    passes: list[tuple[int, int, str, bool, bool]] = []  # rows, width, attention, packing,
+    # and whether a decode pass's
+
+    def seen(_: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        ids = kwargs["input_ids"]
+        passes.append((ids.shape[0], ids.shape[1], model.config._attn_implementation,
+                       products.packing, products.decoding))
+
+    cells = [[GenerateRequest(PREFIX * 2 + f" Cell {cell}, item {n}:" + " word" * n, 16, ("e",))
+              for n in (1, 2, 3)] for cell in (1, 2)]
+    hook = model.register_forward_pre_hook(seen, with_kwargs=True)
+    greedy = [backend.generate(cell) for cell in cells]
+    hook.remove()
+    backend.greedy_on_cpu = False
+    padded = [backend.generate(cell) for cell in cells]
+    answers = [[(a.text, a.prompt_tokens, a.output_tokens) for a in cell] for cell in greedy]
+    assert answers == [[(a.text, a.prompt_tokens, a.output_tokens) for a in cell]
+                       for cell in padded]
+    assert any(a.output_tokens < 16 for cell in greedy for a in cell)  # a row ended early
+    decode = [one for one in passes if one[4]]
+    if "shared_start" in off:
+        assert sorted(width for _, width, _, _, decoding in passes if not decoding) == sorted(
+            len(backend.prompt_ids(request.prompt)) for cell in cells for request in cell)
+    if "stacked" in off:
+        assert all(len(group.members) == 1 for group in products.groups.values())
+    if "packed" in off:
+        assert not any(packing for *_, packing, _ in decode)
+        assert all(group.packed is None for group in products.groups.values())
+    if "grouped" in off:
+        assert {attention for _, _, attention, *_ in decode} == {"sdpa"}
+    if "drafts" in off:
+        assert {width for _, width, *_ in decode} == {1}
+    if "leaving" in off:
+        assert {rows for rows, *_ in decode} == {3}
+
+
+def test_the_probe_runs_once_as_the_weights_load_and_its_line_is_noted(
+        load: Callable[..., HFBackend], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before anything else runs on the weights (a hook set on the loaded model never sees
+    the probe's passes); not again for later batches; not for a model off the CPU decoder's
+    path (Gemma's sliding layers)."""
+    probes: list[Any] = []
+    real = hf.probe
+
+    def counted(model: Any, keyword: str) -> Verdict:
+        probes.append(model)
+        return real(model, keyword)
+
+    monkeypatch.setattr(hf, "probe", counted)
+    backend = load("llama", chat_template="off")
+    assert not probes and not backend.notes  # the weights load at the first request
+    for _ in range(2):
+        backend.generate([GenerateRequest(PREFIX, 4)])
+    assert probes == [backend.model]
+    assert backend.decoder_verdict is not None
+    assert backend.notes == [backend.decoder_verdict.line()]
+    gemma = load("gemma", chat_template="off")
+    gemma.generate([GenerateRequest(PREFIX, 4)])
+    assert len(probes) == 1 and gemma.decoder_verdict is None and not gemma.notes
+
+
+SAME_BITS_OR_PLAIN_ANSWERS = ("reads_the_same_bits_where_the_probe_says_so or "
+                              "starts_where_the_last_batch or gives_what_model_generate_gives")
+"""The tests of what the decoder promises whatever the probe finds on the host they run on."""
+
+
+def test_under_mkl_s_compatible_rounding_the_decoder_keeps_what_it_promises(
+        tmp_path: Any) -> None:
+    """Real arithmetic changed under the decoder: ``MKL_CBWR=COMPATIBLE`` (read as MKL starts,
+    so in a process of its own) sends MKL down other code paths, which round otherwise and
+    turn some of the probe's checks (on AVX2 hosts, grouped decode attention's) the other way.
+    There too, what the probe keeps reads the same bits and the answers are
+    ``model.generate``'s."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:randomly", "-p",
+         "no:cacheprovider", "--basetemp", str(tmp_path / "inner"), "-k",
+         SAME_BITS_OR_PLAIN_ANSWERS],
+        env={**os.environ, "MKL_CBWR": "COMPATIBLE"}, capture_output=True, text=True,
+        timeout=900, check=False)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "\n5 passed" in run.stdout
 
 
 def test_sliding_window_models_and_the_switch_keep_model_generate(

@@ -199,3 +199,17 @@ def test_weights_that_cannot_be_read_stop_the_run_in_one_line(
                                   f"--model=hf:{folders['broken']}: Error while deserializing "
                                   f"header*"])
     assert "Traceback" not in outcome.stdout.str()
+
+
+def test_the_run_says_once_what_the_cpu_decoder_probe_found_and_a_stored_rerun_not_at_all(
+        pytester: pytest.Pytester, recall: list[str]) -> None:
+    """The probe runs as the weights load, at the first cell the store lacks, and the run
+    prints its one line (which shortcuts are off on this host, and why). A rerun whose answers
+    are all stored loads no weights, so it probes nothing and says nothing."""
+    cold = pytester.runpytest(*recall, "--lceval-run=cold")
+    cold.assert_outcomes(passed=3)
+    said = [line for line in cold.outlines if line.startswith("lceval: CPU decoder: ")]
+    assert len(said) == 1 and said[0].endswith(" s)")
+    warm = pytester.runpytest(*recall, "--lceval-run=warm")
+    warm.assert_outcomes(passed=3)
+    assert not [line for line in warm.outlines if "CPU decoder" in line]

@@ -33,7 +33,7 @@ from pytest_lceval.run.plan import (
     load_prior,
     save_prior,
 )
-from pytest_lceval.run.progress import CellProgress, WorkerBoard, short_label
+from pytest_lceval.run.progress import CellProgress, StreamBoard, WorkerBoard, short_label
 from pytest_lceval.store.database import Store
 
 SLOW_MOCK = """
@@ -201,6 +201,27 @@ def _worker_log(report: Callable[[CellProgress], None]) -> str:
     report(progress)
     progress.close()
     return log.text
+
+
+class _Terminal(_Log):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_note_is_a_line_of_its_own_on_every_board() -> None:
+    """What the model learnt as it loaded (the CPU decoder's probe) is said once: a worker
+    prints it on a terminal too, where its cells' lines are silent; a stream ends the line
+    being rewritten first."""
+    worker = _Terminal()
+    board = WorkerBoard(contextlib.nullcontext, worker)
+    board.cell("t[a]", "1/2 cases")
+    board.note("lceval: CPU decoder: ...")
+    assert worker.text == "lceval: CPU decoder: ...\n"
+    terminal = _Terminal()
+    stream = StreamBoard(terminal)
+    stream.cell("t[a]", "1/2 cases")
+    stream.note("lceval: CPU decoder: ...")
+    assert terminal.text == "\r\x1b[2Kt[a]: 1/2 cases\r\x1b[2Klceval: CPU decoder: ...\n"
 
 
 # -- the plugin in real runs ------------------------------------------------------------------

@@ -8,16 +8,20 @@ less time (2k rows on 2 cores; a larger product uses MKL's kernel better) and a 
 linears share an input; their weights then move into one buffer that each linear's weight
 views, each starting where it started modulo a cache line: MKL's fp32 bits depend on where a
 matrix starts (SmolLM2's GGUF-loaded weights start 40 bytes past one), and so placed every
-output element of a prompt's products keeps its bits (``tests/test_cpu_products.py``).
+output element of a prompt's products keeps its bits where MKL blocks a stacked product's
+columns as it blocks each alone (``tests/test_cpu_products.py``; ``decoder_probe`` checks it on
+the host it runs on, and where it fails each linear stays its own product).
 
 **A decode pass's products over packed weights.** A pass multiplies one row per prompt (a few
 more with lookup drafts) by each weight, and MKL's kernel is slow there: on 2 AVX2 cores
 SmolLM2's products for 2 rows take 46 ms a pass where one row takes 18 ms, and 22 rows 109 ms.
 oneDNN's kernel over a weight packed for it (``torch.ops.mkldnn``, what torch's own compiler
 uses for CPU linears) takes 32 ms for 2 rows and 59 ms for 22, close to the time it takes to
-read the weights once. Its rounding of a row does not depend on the other rows (1 to 2,000 rows,
-1 or 2 threads, a weight packed alone or stacked), which is what lets a pass check several
-drafted tokens and give each the bits a pass of its own would. It rounds differently from MKL
+read the weights once. Where it was measured its rounding of a row did not depend on the other
+rows (1 to 2,000 rows, 1 or 2 threads, a weight packed alone or stacked), which is what lets a
+row leave the batch, and a pass check drafted tokens, without changing the bits of the others;
+``decoder_probe`` checks it where it runs, and where it fails a decode pass's products are
+MKL's. It rounds differently from MKL
 (by ~1e-6 of a product), so a decode's logits differ from ``model.generate``'s by as much;
 ``bench/bench_main_job.py`` compares every answer. The packed weights are a copy: a CPU greedy
 decode holds the linears' weights twice.

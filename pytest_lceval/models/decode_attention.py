@@ -6,7 +6,9 @@ of one token; a pass of several (the next token and its lookup draft) has the ke
 repeated for every query head, a copy of the whole cache per layer and pass: on SmolLM2 over
 2k tokens that doubled a pass of 2 x 2 tokens (90 -> 190 ms). Here the several tokens' query
 heads are packed the same way, each row of the mask repeated for its heads, so the kernel reads
-the cache where it lies and computes each query row as it computes a pass of one token's.
+the cache where it lies. Whether it rounds a query row so packed as it rounds it in
+transformers' path depends on the host's kernels: ``decoder_probe`` checks it where it runs,
+and where it differs transformers' path stays.
 """
 
 from __future__ import annotations

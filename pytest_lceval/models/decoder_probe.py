@@ -62,6 +62,7 @@ and up)."""
 WIDTH = 4
 """Tokens a row of the probe's decode passes feeds: the next one and a draft of three."""
 SEED = 0
+"""Of the probe's token ids and product inputs: the same probe at every load."""
 
 PARTS = {"shared_start": "shared-start prefill", "stacked": "stacked products",
          "packed": "packed weights", "grouped": "grouped decode attention", "drafts": "drafts",

@@ -89,10 +89,9 @@ answered a 16k prompt 3.1x faster (176 s -> 57 s; 8k: 2.2x) with the same greedy
 (SmolLM2 at 8k), so it prefills whole."""
 GREEDY_ON_CPU = True
 """Whether a CPU decodes generate batches with ``hf_greedy.greedy_batch`` (see the module
-docstring). Replayed call by call against ``model.generate`` on the main job's 69 backend calls
-(``bench/bench_main_job.py``, SmolLM2, 2 cores): every one of the 312 answers identical, model
-time 0.72 of ``model.generate``'s (prefill 0.82, decode 0.56); on every third call of a recall
-grid at 4k (8 of 24 calls, 12 answers) all identical, model time 0.75."""
+docstring): by default, because replayed call by call against ``model.generate``
+(``bench/bench_main_job.py``) no answer of the main job differed; the README says on which
+hosts, and with which shortcuts the probe kept."""
 _SANE_MAX_LENGTH = 10_000_000
 """Tokenizers without a known limit report ~1e30 as model_max_length; anything above is unset."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

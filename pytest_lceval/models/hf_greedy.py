@@ -12,9 +12,10 @@
 - **The same start prefilled twice.** The cases of a cell share their instruction, and RULER's
   haystack up to the first needle (at depth 50, half the prompt), and the next cell's often
   start alike: a prompt that shares ``MIN_SHARED`` tokens or more with one prefilled in this
-  batch or the last (``Prefilled``) starts from a copy of its keys and values. Bit for bit what
-  a whole prefill gives (the same products, causal attention over the same keys;
-  ``tests/test_hf_greedy.py``).
+  batch or the last (``Prefilled``) starts from a copy of its keys and values. The same
+  products and causal attention over the same keys, but in other blocks: bit for bit what a
+  whole prefill gives only where the kernels round the rest's rows as they round them in the
+  whole prompt, which ``decoder_probe`` checks.
 - **The KV cache copied at every step.** transformers' dynamic cache concatenates each new key
   and value onto the whole cache, a copy of all of it per layer and step. ``GrowingLayer`` writes
   into a buffer sized for the prompt and the budget (moved to a larger one when drafts fill it)
@@ -22,20 +23,25 @@
 - **One token a pass.** A decode pass reads every weight for a row or two, and answers that copy
   from their context are guessable: each pass feeds a row's next token and a lookup draft
   (``prompt_lookup``), and keeps the draft up to its first token greedy decoding would not have
-  chosen. On the README's main job 1,515 passes become 513, most of 2 x 8 tokens.
+  chosen. The tokens a pass checks get the bits of a pass each only where the attention
+  kernel rounds a query row alike however many share its call (``decoder_probe``).
 - **Products.** ``cpu_products``: linears that read one input (a layer's q, k and v; gate and
-  up) compute as one product, with the bits they have alone; a decode pass's products, a few
-  rows by a wide matrix where MKL's fp32 kernel is slow, run over weights packed for oneDNN,
-  whose rounding of a row does not depend on the other rows, so a draft's tokens get the bits
-  they would get one pass each. ``decode_attention`` packs a pass's query heads by key/value
-  head rather than copying the cache for every head.
+  up) compute as one product; a decode pass's products, a few rows by a wide matrix where
+  MKL's fp32 kernel is slow, run over weights packed for oneDNN, which can round a row alike
+  whatever rows share its product. ``decode_attention`` packs a pass's query heads by
+  key/value head rather than copying the cache for every head.
+
+Each shortcut is exact only where the host's kernels make it so: ``decoder_probe`` checks each
+on the loaded model, and ``Shortcuts`` turns off those that round otherwise, for the exact path
+(whole prefills, products apart, MKL's products, transformers' attention, one token a pass,
+ended rows kept).
 
 Answers: the batch is decoded as ``model.generate`` decodes it (the same stopping criteria, the
-same padding token after a finished row, the same budget), but a padded prompt's attention, the
-decode's products and its attention over positions left by drafts round differently (by ~1e-5
-in a logit), so a greedy token could flip where two candidates tie that closely.
-``bench/bench_main_job.py`` compares every answer both ways; the backend takes this path by
-default only because none differed (``hf.GREEDY_ON_CPU`` says where).
+same padding token after a finished row, the same budget), but a padded prompt's attention and
+the decode's packed products round otherwise than ``model.generate``'s, and with drafts on, so
+does the attention over positions drafts left, so a greedy token could flip where two
+candidates tie that closely. ``bench/bench_main_job.py`` compares every answer both ways; the
+backend takes this path by default only because none differed (the README says where).
 """
 
 from __future__ import annotations
