@@ -7,8 +7,8 @@ own default; the prompts it would send are compared with the project's, byte for
 decision (``model/vllm.py`` and ``model/openai.py`` ``rank_postprocess``) and the accuracy
 (``utils.py`` ``evaluate``) are compared on the same option scores, and the verdict on the same
 per-resample accuracies by the reference's analysis notebook (``playground/analysis_niath.ipynb``
-at the pinned commit, which the pinned copy leaves out: its ``get_one_matrix`` run from its own
-code cells, read from Lifelong-ICL's git history, on results files written from the tables).
+at the pinned commit: its ``get_one_matrix`` run from its own code cells on results files written
+from the tables).
 """
 
 from __future__ import annotations
