@@ -19,7 +19,7 @@ import pytest
 from ..results.cells import CellResult
 from ..results.whole_file import write_whole
 from ..verdicts.verdict import INCOMPLETE, RunVerdict
-from .summary import RunSummary, Tally, percent, regressed, regressed_count, summarize
+from .summary import RunSummary, Tally, gate_regressions, percent, regressed_count, summarize
 
 BADGE = "badge"
 PASS_COLOUR = "#4c1"
@@ -63,7 +63,7 @@ def _regressed(summary: RunSummary, suite: str | None) -> int | None:
     rows: the badge's colour is the verdict's."""
     if not summary.baseline:
         return None
-    return regressed_count(regressed(summary, suite))
+    return regressed_count(gate_regressions(summary, suite))
 
 
 def badge_path(run_dir: Path, suite: str | None = None) -> Path:

@@ -354,7 +354,7 @@ def comparison_headline(summary: RunSummary, suite: str | None = None,
     name as markdown code."""
     if not summary.baseline:
         return ""
-    found = regressed(summary, suite)
+    found = gate_regressions(summary, suite)
     unpaired = sum(d.failing and d.status != "regressed" for d in summary.deltas
                    if suite is None or d.suite == suite)
     name = f"`{summary.baseline}`" if code else summary.baseline
@@ -365,7 +365,8 @@ def comparison_headline(summary: RunSummary, suite: str | None = None,
     return text + (f" ({unpaired} could not be compared)" if unpaired else "")
 
 
-def regressed(summary: RunSummary, suite: str | None = None) -> dict[str, tuple[str, ...]]:
+def gate_regressions(summary: RunSummary,
+                     suite: str | None = None) -> dict[str, tuple[str, ...]]:
     """What the comparison's gates found regressed (``pooled.regressions``), in ``suite`` or
     in every suite."""
     return {name: tasks for name, tasks in regressions(summary.gates).items()
@@ -373,7 +374,7 @@ def regressed(summary: RunSummary, suite: str | None = None) -> dict[str, tuple[
 
 
 def regressed_count(found: Mapping[str, tuple[str, ...]]) -> int:
-    """The suites and tasks ``regressed`` found: a suite counts as its tasks, or as
+    """The suites and tasks ``gate_regressions`` found: a suite counts as its tasks, or as
     one when it regressed as a whole."""
     return sum(len(tasks) or 1 for tasks in found.values())
 

@@ -154,4 +154,3 @@ def power_lines(powers: list[SuitePower], name: str,
                 f"{power.suite} cannot detect a drop of --lceval-min-drop {min_drop:g} at "
                 f"these samples ({detects}): {fix}")
     return lines, warnings
-
