@@ -90,8 +90,8 @@ def write_badges(run_dir: Path, results: list[CellResult],
 
 
 @pytest.hookimpl
-def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 results: list[CellResult], verdict: RunVerdict) -> None:
+def pytest_lceval_verdict_reports(config: pytest.Config, run_dir: Path,
+                                  results: list[CellResult], verdict: RunVerdict) -> None:
     try:
         write_badges(run_dir, results, verdict)
     except ImportError:

@@ -547,7 +547,7 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
     data = asdict(summary)
     verdict = summary.verdict
     data["verdict"] = {"selected": verdict.selected, "not_run": verdict.not_run,
-                       "stopped": verdict.stopped}
+                       "stopped": verdict.stopped, "lost": list(verdict.lost)}
     data["gates"] = [{"suite": gate.suite, "status": gate.status, **asdict(gate.judgement)}
                      for gate in summary.gates]
     data["ok"] = summary.ok
@@ -602,10 +602,10 @@ RUN_SUMMARY = pytest.StashKey[RunSummary]()
 
 
 @pytest.hookimpl
-def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 results: list[CellResult],
-                                 suite_verdicts: dict[str, list[Judgement]],
-                                 verdict: RunVerdict) -> None:
+def pytest_lceval_verdict_reports(config: pytest.Config, run_dir: Path,
+                                  results: list[CellResult],
+                                  suite_verdicts: dict[str, list[Judgement]],
+                                  verdict: RunVerdict) -> None:
     config.stash[RUN_SUMMARY] = write_summary(
         run_dir, results, suite_verdicts, effective_rows(config, results), verdict,
         [lambda r: config.hook.pytest_lceval_finding(result=r)],

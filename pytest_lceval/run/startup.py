@@ -203,8 +203,9 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]
         return (yield)
     except OutOfSpace as exc:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"pytest-lceval: {exc}", red=True)
+        message = f"pytest-lceval: {exc}"
+        if reporter is not None and session.shouldstop != message:  # not said by the stop
+            reporter.write_line(message, red=True)
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return None
