@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ..run.writable import check_writable
 from ..settings import FETCHED_DATA, lookup
 from .catalog import Release, default_dest, select
 from .declared import releases_of
@@ -55,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     dest_value, _ = lookup(config, "lceval_fetch_dir")
     dest = Path(dest_value).expanduser() if dest_value else default_dest()
     if not hasattr(config, "workerinput"):
+        check_writable(dest, "--lceval-fetch-dir")
         mirror = config.getoption("lceval_fetch_mirror") or os.environ.get(MIRROR_ENV)
         try:
             the_plan = plan(select(releases, names), dest)

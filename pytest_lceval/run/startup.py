@@ -18,7 +18,6 @@ cell with its one line, and the run goes on.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -41,6 +40,7 @@ from .model_usage import RUN_STARTED
 from .progress import log_seconds
 from .selection import check_task_names, known_task_names
 from .suite import suites_of
+from .writable import REPORT_FILES, check_report_file, check_writable
 
 DATA_LINES = pytest.StashKey[list[str]]()
 """The header's line about an explicit --lceval-data that lacks some suites' folders."""
@@ -142,40 +142,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """tryfirst: pytest-html makes the folder of ``--html`` in its own configure, and below a
-    file fails there with an INTERNALERROR; checked before, as ``--lceval-out`` is. The run's
-    start is noted (the controller's, on a worker)."""
+    """tryfirst: pytest-html makes the folder of ``--html`` in its own configure; each report
+    file is checked before, as ``--lceval-out`` is. The run's start is noted (the controller's,
+    on a worker)."""
     workerinput = getattr(config, "workerinput", {})
     config.stash[RUN_STARTED] = float(workerinput.get("lceval_run_started", time.time()))
-    html_path = config.getoption("htmlpath", None)
-    if html_path and not hasattr(config, "workerinput"):
-        page = Path(os.path.expandvars(html_path)).expanduser().absolute()
-        check_writable(page.parent, "--html")
+    if hasattr(config, "workerinput"):
+        return
+    for dest, (option, name) in REPORT_FILES.items():
+        path = config.getoption(dest, None)
+        if path:
+            check_report_file(Path(os.path.expandvars(path)).expanduser().absolute(), option,
+                              name)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """An xdist worker counts the run from its controller's start."""
     node.workerinput["lceval_run_started"] = node.config.stash[RUN_STARTED]
-
-
-def check_writable(folder: Path, option: str, fix: str | None = None) -> None:
-    """The folder exists or can be made, and a file can be written in it: probed in the nearest
-    existing ancestor with a temporary file, so that the check creates nothing. ``fix`` says
-    what to do (by default: point the option at a writable folder)."""
-    existing = next(path for path in (folder, *folder.parents) if path.exists())
-    problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is a file, not a folder"
-    else:
-        try:
-            with tempfile.TemporaryFile(dir=existing):
-                pass
-        except OSError as exc:
-            problem = f"cannot write in {existing} ({exc.strerror or exc})"
-    if problem:
-        raise pytest.UsageError(f"pytest-lceval: {option}: {folder} cannot be written: {problem}; "
-                                f"{fix or f'point {option} at a writable folder'}")
 
 
 @pytest.hookimpl(wrapper=True)

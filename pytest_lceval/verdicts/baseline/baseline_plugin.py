@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ...results.cells import CellResult, Judgement
+from ...run.writable import check_writable
 from ...settings import SETTINGS, Settings, convert, lookup, option_value
 from .criterion import (
     DEFAULT_MIN_COVERAGE,
@@ -117,6 +118,7 @@ def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     options = resolve_options(config, settings)
     config.stash[OPTIONS] = options
     if options.save is not None:
+        check_writable(options.save.parent, "--lceval-save")  # written at the end, after the cells
         config.stash[RAN_HERE] = _RanHere()
         config.pluginmanager.register(config.stash[RAN_HERE], "lceval-baseline-ran-here")
 
