@@ -17,9 +17,11 @@ cell with its one line, and the run goes on.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from ..foundation.data import DataError
 from ..models.options import RequestFailed
 from ..models.reference_tokenizer import ReferenceTokenizerError, check_reference
 from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable, check_model
-from ..results.cells import RUN_DIR
+from ..results.cells import RESULTS_FILE, RUN_DIR
 from ..results.sample_log import SAMPLES_DIR
 from ..results.whole_file import OutOfSpace
 from ..settings import SETTINGS, lookup, serving_options
@@ -84,8 +86,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # The store checks its own folder; the run folder is made now, before xdist's workers
     # are told where it is, and removed at the end if the run wrote nothing in it.
     config.stash[RUN_DIR], config.stash[MADE_FOLDERS] = claim_run_dir(
-        config.stash[RUN_DIR], reuse=settings.run_name is not None)
-    if settings.log_samples:  # a reused run folder may hold anything under that name
+        config.stash[RUN_DIR], named=settings.run_name is not None,
+        mark=RunMark(os.getpid(), config.stash[RUN_STARTED], settings.model))
+    if settings.log_samples:  # a folder named with --lceval-run may hold anything under that name
         check_writable(config.stash[RUN_DIR] / SAMPLES_DIR, "--lceval-log-samples",
                        "move it away or name another run folder with --lceval-run")
     if lookup(config, "lceval_model")[0] is None and not settings.model_args:
@@ -101,19 +104,56 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"pytest-lceval: --model={settings.model}: {exc}") from None
 
 
-def claim_run_dir(folder: Path, reuse: bool) -> tuple[Path, list[Path]]:
-    """Make this run's folder, one no other run writes in: a folder named with --lceval-run is
-    this run's to reuse, but a timed one that exists already (another run started in the same
-    second) is left to that run, and this one takes the next free ``-2``, ``-3``... Created
-    exclusively, so two runs starting together never get one folder. Returns the folder and
-    the folders made for it, outermost first."""
+RUN_MARK = ".lceval-run"
+"""The file that claims a run folder for one run (made exclusively, kept with its results): a
+second run naming the folder, at once or later, is refused rather than mixing its cells in."""
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """Which run holds a folder, in the words of the refusal a second run gets."""
+
+    pid: int
+    started: float
+    model: str
+
+    def text(self) -> str:
+        return json.dumps({"pid": self.pid, "started": self.started, "model": self.model})
+
+    @classmethod
+    def read(cls, path: Path) -> RunMark | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(int(data["pid"]), float(data["started"]), str(data["model"]))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def said(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
+        return f"the run of {self.model} started {when} (process {self.pid})"
+
+
+def claim_run_dir(folder: Path, named: bool, mark: RunMark) -> tuple[Path, list[Path]]:
+    """Make this run's folder, one no other run writes in, and mark it as this run's. A timed
+    folder that exists already (another run started in the same second) is left to that run,
+    and this one takes the next free ``-2``, ``-3``...; a folder named with --lceval-run that
+    holds another run (finished, or being written) is refused in one line: its name is where
+    the user reads this run's reports, so a suffix would leave them reading the other run's.
+    Claimed exclusively, so two runs starting together never get one folder. Returns the folder
+    and the folders made for it, outermost first."""
     check_writable(folder, "--lceval-out")
     made = [path for path in reversed(folder.parents) if not path.exists()]
     folder.parent.mkdir(parents=True, exist_ok=True)
-    if reuse:
+    if named:
         if not folder.exists():
             made.append(folder)
         folder.mkdir(exist_ok=True)
+        if (folder / RESULTS_FILE).exists() or not _claim(folder, mark):
+            held = RunMark.read(folder / RUN_MARK)
+            raise pytest.UsageError(
+                f"pytest-lceval: --lceval-run {folder.name}: {folder} holds "
+                f"{held.said() if held else 'the results of another run'}; a run folder holds "
+                f"one run: name another with --lceval-run (or remove that folder)")
         return folder, made
     number = 1
     while True:
@@ -123,12 +163,27 @@ def claim_run_dir(folder: Path, reuse: bool) -> tuple[Path, list[Path]]:
         except FileExistsError:
             number += 1
         else:
+            _claim(candidate, mark)
             return candidate, [*made, candidate]
 
 
-def release_run_dir(made: list[Path]) -> None:
-    """Remove the folders ``claim_run_dir`` made that the run left empty (a pytest run that ran
-    no lceval cell), innermost first."""
+def _claim(folder: Path, mark: RunMark) -> bool:
+    """Write the folder's mark unless another run's is there."""
+    try:
+        with (folder / RUN_MARK).open("x", encoding="utf-8") as claimed:
+            claimed.write(mark.text())
+    except FileExistsError:
+        return False
+    return True
+
+
+def release_run_dir(run_dir: Path, made: list[Path]) -> None:
+    """A run that wrote no results (a pytest run that ran no lceval cell, or one stopped
+    before its first) leaves the folder to the next: its mark is removed, then the folders
+    ``claim_run_dir`` made that are left empty, innermost first."""
+    if (run_dir / RESULTS_FILE).exists():
+        return
+    (run_dir / RUN_MARK).unlink(missing_ok=True)
     for folder in reversed(made):
         try:
             folder.rmdir()
@@ -195,4 +250,5 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    release_run_dir(config.stash.get(MADE_FOLDERS, []))
+    if MADE_FOLDERS in config.stash:  # this process claimed the folder
+        release_run_dir(config.stash[RUN_DIR], config.stash[MADE_FOLDERS])
