@@ -25,6 +25,7 @@ from ..foundation.workers import worker_id
 from ..models.options import LoadOptions
 from ..models.registry import window_hint
 from ..results.cells import RUN_DIR
+from ..run.data_check import fallback_lines
 from ..run.plan import (
     PlannedCell,
     RunTracker,
@@ -161,9 +162,15 @@ class RunProgress:
         if self.tracker is not None and not self.announced:
             self.announced = True
             suites = suites_of(self.config)
-            for name in sorted({cell.suite for cell in self.tracker.plan.values()}):
-                for line in suites[name].header() if name in suites else ():
+            plan = self.tracker.plan.values()
+            names = [name for name in sorted({cell.suite for cell in plan}) if name in suites]
+            for name in names:
+                for line in suites[name].header():
                     self.board.log(line)
+            fallbacks = {name: suites[name].fallbacks({c.task for c in plan if c.suite == name})
+                         for name in names}
+            for line in fallback_lines(self.config.stash[SETTINGS].data_source(), fallbacks):
+                self.board.log(line)
             self.board.log(self.tracker.plan_line())
             for line in self.plan_lines:
                 self.board.log(line)
