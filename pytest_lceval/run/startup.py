@@ -148,12 +148,14 @@ def claim_run_dir(folder: Path, named: bool, mark: RunMark) -> tuple[Path, list[
         if not folder.exists():
             made.append(folder)
         folder.mkdir(exist_ok=True)
-        if (folder / RESULTS_FILE).exists() or not _claim(folder, mark):
+        results = (folder / RESULTS_FILE).exists()
+        if results or not _claim(folder, mark):
             held = RunMark.read(folder / RUN_MARK)
+            said = held.said() if held else "the results of another run" if results else \
+                "another run"
             raise pytest.UsageError(
-                f"pytest-lceval: --lceval-run {folder.name}: {folder} holds "
-                f"{held.said() if held else 'the results of another run'}; a run folder holds "
-                f"one run: name another with --lceval-run (or remove that folder)")
+                f"pytest-lceval: --lceval-run {folder.name}: {folder} holds {said}; a run folder "
+                f"holds one run: name another with --lceval-run (or remove that folder)")
         return folder, made
     number = 1
     while True:
