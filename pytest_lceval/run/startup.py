@@ -170,12 +170,21 @@ def claim_run_dir(folder: Path, named: bool, mark: RunMark) -> tuple[Path, list[
 
 
 def _claim(folder: Path, mark: RunMark) -> bool:
-    """Write the folder's mark unless another run's is there."""
+    """Write the folder's mark unless another run's is there. A disk too full to hold it
+    leaves the folder unmarked: the run stops at its first result, saying the disk is full."""
+    path = folder / RUN_MARK
     try:
-        with (folder / RUN_MARK).open("x", encoding="utf-8") as claimed:
-            claimed.write(mark.text())
+        handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return False
+    except OSError:
+        return True
+    try:
+        os.write(handle, mark.text().encode("utf-8"))
+    except OSError:
+        path.unlink(missing_ok=True)
+    finally:
+        os.close(handle)
     return True
 
 
