@@ -34,7 +34,7 @@ from .results.records import stable_hash
 from .run.cell_run import CellRun
 from .run.evaluation import Evaluator
 from .run.lookahead import Lookahead, selected_cells
-from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
+from .run.model_usage import RUN_STARTED, read_usage, usage_line, write_usage
 from .run.progress import BOARD
 from .run.suite import get_suite, suites_of
 from .settings import SETTINGS, Settings, add_options, resolve, serving_options, window_line
@@ -114,8 +114,6 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(StoreRepairedWarning(repaired), stacklevel=2)
     config.stash[SETTINGS] = settings
     config.stash[RUN_DIR] = _run_dir(config, settings)
-    if not hasattr(config, "workerinput"):  # a reused run folder counts this run's usage only
-        clear_usage(config.stash[RUN_DIR])
     config.addinivalue_line(
         "markers", f"{SUITE_MARKER}(suite): expand the test over the suite's cell grid")
     config.stash[MARKERS] = set()

@@ -13,6 +13,7 @@ import pytest
 from ...results.cells import CellResult, Judgement
 from ...run.plan import PlannedCell
 from ...run.suite import suites_of
+from ...run.writable import check_writable
 from ...settings import SETTINGS, Settings, convert, lookup, option_value
 from ..verdict import INCOMPLETE, RunVerdict
 from .criterion import (
@@ -130,6 +131,7 @@ def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     options = resolve_options(config, settings)
     config.stash[OPTIONS] = options
     if options.save is not None:
+        check_writable(options.save.parent, "--lceval-save")  # written at the end, after the cells
         config.stash[RAN_HERE] = _RanHere()
         config.pluginmanager.register(config.stash[RAN_HERE], "lceval-baseline-ran-here")
 
