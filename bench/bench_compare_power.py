@@ -7,20 +7,21 @@ Many repetitions of two experiments, each on synthetic per-case 0/1 scores of on
 
 - **A/A**: the same model twice with different seeds. Each case has a chance p_i of being
   answered (p_i uniform in 0.15..1: a model that samples); each run draws every case's score
-  from it afresh. The gate should fail at most at its nominal alpha (0.05): the suite gate, the
-  task gate, and either of them (the family-wise rate).
+  from it afresh. The gates should fail at most at their nominal alpha (0.05) together: the
+  suite gate, the task gate, and either of them (the family-wise rate).
 - **drop**: the second run's model lost ``--drop`` points on every case (p_i - drop). The suite
   gate should fail with at least the power the plan line promises for that drop
-  (``stats.planned_power``: from the baseline's per-case variance and the number of paired
-  cases, the same numbers the plan line reads), averaged over the repetitions.
+  (``stats.planned_power`` at the suite's share of alpha: from the baseline's per-case
+  variance and the number of paired cases, the same numbers the plan line reads), averaged
+  over the repetitions.
 
 A second model answers deterministically (greedy decoding: p_i is 0 or 1, 75 % of cases 1):
 its A/A runs are identical, and its drop turns a share drop / 0.75 of its answered cases wrong.
 
-The gates are the plugin's own (``verdicts/baseline/pooled.decide``): pooled McNemar per suite,
-Holm over tasks once the suite's test rejects. Printed: per grid and model, the plan's
-detectable drop, the measured false-fail rates against alpha, and the measured power against
-the nominal one, side by side.
+The gates are the plugin's own (``verdicts/baseline/pooled.decide``): pooled McNemar per suite
+and per task, weighted Holm over the suite (half of alpha) and its tasks (the other half).
+Printed: per grid and model, the plan's detectable drop, the measured false-fail rates against
+alpha, and the measured power against the nominal one, side by side.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ import time
 
 import numpy as np
 
-from pytest_lceval.verdicts.baseline.pooled import SUITE_GATE, TASK_GATE, Pairs, decide
+from pytest_lceval.verdicts.baseline.pooled import (
+    SUITE_GATE,
+    TASK_GATE,
+    Pairs,
+    decide,
+    levels_alpha,
+)
 from pytest_lceval.verdicts.stats import ALPHA, planned_detectable_drop, planned_power
 
 TASKS = 12
@@ -82,9 +89,9 @@ def experiment(rng: np.random.Generator, kind: str, cells: int, cases: int, repe
         aa["either"] += failed[SUITE_GATE] or failed[TASK_GATE]
         power_hits += gates(base, run_scores(rng, dropped(chance, kind, drop)), cells,
                             cases)[SUITE_GATE]
-        variance = float(base.var())
-        nominal += planned_power(variance, n, drop)
-        detectable += planned_detectable_drop(variance, n)
+        variance, suite_alpha = float(base.var()), levels_alpha(TASKS)[0]
+        nominal += planned_power(variance, n, drop, suite_alpha)
+        detectable += planned_detectable_drop(variance, n, suite_alpha)
     return {"n": n, "suite": aa[SUITE_GATE] / repeats, "tasks": aa[TASK_GATE] / repeats,
             "either": aa["either"] / repeats, "power": power_hits / repeats,
             "nominal": nominal / repeats, "detectable": detectable / repeats}

@@ -15,7 +15,8 @@ Cells and their cases (what a grid is made of):
 
 A task (data: builds a cell's cases, scores an output; never calls a model):
     ``GenerationTask``: the protocol a generation task meets. ``BuildContext``: what ``build``
-    gets (the renderer, the seed, the run's data). ``CellDoesNotFit``: raised by ``build`` when
+    gets (the renderer, the seed, the run's data as a ``DataSource``: its folders, or the
+    offline fixtures with ``DataSource(None)``). ``CellDoesNotFit``: raised by ``build`` when
     the cell cannot hold the task. ``ScoreMetric``: the metric a task's scores are on, declared
     as its ``metric``; ``STRING_MATCH_ALL`` and ``SUBEM`` are RULER's and HELMET's.
     ``string_match_all``, ``substring_exact_match``: those metrics' scoring functions.
@@ -28,13 +29,15 @@ A suite (declares its tasks or measures its own cells; returned by ``pytest_lcev
     ``measure(cell, evaluator)``. ``Evaluator``: what ``measure`` gets (the model behind the
     store, the run's settings). ``Settings``: the run's resolved options. ``Measurement``: what
     ``measure`` returns (scores, case keys, its own metrics). ``CellSkipped``: raised by
-    ``measure`` for a cell that cannot run (it is skipped, with the reason).
+    ``measure`` for a cell that cannot run (it is skipped, with the reason); ``CellRefused``:
+    for a cell that must not be measured as asked (it fails, with the reason).
     ``GenerateRequest``, ``RankRequest``: what a suite asks the model; ``Generation``,
     ``Ranking``: its answers.
 
 A criterion or a gate (``pytest_lceval_criteria``, ``pytest_lceval_judge``,
 ``pytest_lceval_suite_verdict``):
-    ``Criterion``: the protocol a cell-level criterion meets (``needs``, ``judge``).
+    ``Criterion``: the protocol a cell-level criterion meets (``needs``, ``judge``); ``Need``:
+    what its ``needs`` returns, something measured before it judges.
     ``Assessment``: a criterion's judgement and the metrics it adds. ``VerdictPolicy``: the
     criteria a suite's cells are judged by. ``CellResult``: a measured cell, what criteria and
     gates judge. ``Judgement``: one verdict (a criterion's on a cell, or a gate's on a suite).
@@ -52,7 +55,8 @@ A backend (``pytest_lceval_make_backend``, ``pytest_lceval_scoring_models``):
 
 from __future__ import annotations
 
-from .foundation.criterion import Assessment, Criterion, VerdictPolicy
+from .foundation.criterion import Assessment, Criterion, Need, VerdictPolicy
+from .foundation.data import DataSource
 from .foundation.grid import Cell, case_seed
 from .foundation.measurement import Measurement
 from .judge.rubrics import RUBRICS
@@ -66,7 +70,7 @@ from .results.records import Case, GenerateRequest, Generation, Prompt, Ranking,
 from .results.score_metric import STRING_MATCH_ALL, SUBEM, ScoreMetric
 from .run.evaluation import Evaluator
 from .run.generation_suite import GenerationSuite
-from .run.suite import CellSkipped, MoreTasks, Suite
+from .run.suite import CellRefused, CellSkipped, MoreTasks, Suite
 from .settings import Settings
 from .tasks.base import BuildContext, CellDoesNotFit, GenerationTask
 from .tasks.judged import Rubric
@@ -75,9 +79,10 @@ from .tasks.metrics import string_match_all, substring_exact_match
 __all__ = [
     "RUBRICS", "STRING_MATCH_ALL", "SUBEM", "Assessment", "Backend", "BaseBackend",
     "BuildContext", "Case",
-    "Cell", "CellDoesNotFit", "CellResult", "CellSkipped", "Criterion", "Evaluator",
-    "GenerateRequest", "Generation", "GenerationSuite", "GenerationTask", "Judgement",
-    "LoadOptions", "Measurement", "MissingDependencyError", "ModelSpec", "MoreTasks", "Prompt",
+    "Cell", "CellDoesNotFit", "CellRefused", "CellResult", "CellSkipped", "Criterion",
+    "DataSource", "Evaluator", "GenerateRequest", "Generation", "GenerationSuite",
+    "GenerationTask", "Judgement", "LoadOptions", "Measurement", "MissingDependencyError",
+    "ModelSpec", "MoreTasks", "Need", "Prompt",
     "RankRequest", "Ranking", "Renderer", "Rubric", "ScoreMetric", "ScoringModel", "Settings",
     "Suite", "Tokenizer", "VerdictPolicy", "case_seed", "string_match_all",
     "substring_exact_match",

@@ -135,4 +135,18 @@ def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
                                  suite_verdicts: dict[str, list[Judgement]],
                                  verdict: RunVerdict) -> None:
     """Write session-end reports. Called once, on the controller, after results are merged and
-    the run's verdict decided: a report renders ``verdict``, never judges the run itself."""
+    the run's verdict decided: a report renders ``verdict``, never judges the run itself. A
+    report that tells the verdict (its outcome or reasons) answers
+    ``pytest_lceval_verdict_reports`` instead."""
+
+
+@pytest.hookspec
+def pytest_lceval_verdict_reports(config: pytest.Config, run_dir: Path,
+                                  results: list[CellResult],
+                                  suite_verdicts: dict[str, list[Judgement]],
+                                  verdict: RunVerdict) -> None:
+    """Write the reports that tell the run's verdict (summary, badges, JUnit's verdict cases).
+    Called once, on the controller, after the ``pytest_lceval_session_finish`` reports, with the
+    verdict decided once more: a Ctrl-C or SIGTERM while those were written made it incomplete,
+    and every report that tells it tells the same one. ``results`` is empty for a run
+    interrupted before any cell finished."""

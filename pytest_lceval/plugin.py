@@ -34,7 +34,7 @@ from .results.records import stable_hash
 from .run.cell_run import CellRun
 from .run.evaluation import Evaluator
 from .run.lookahead import Lookahead, selected_cells
-from .run.model_usage import RUN_STARTED, clear_usage, read_usage, usage_line, write_usage
+from .run.model_usage import RUN_STARTED, read_usage, usage_line, write_usage
 from .run.progress import BOARD
 from .run.suite import get_suite, suites_of
 from .settings import SETTINGS, Settings, add_options, resolve, serving_options, window_line
@@ -42,7 +42,14 @@ from .store.database import Store
 from .store.repair import StoreRepairedWarning, StoreUsageError, check_store
 from .verdicts.criteria import CellJudge, criteria_of
 from .verdicts.threshold import ThresholdCriterion
-from .verdicts.verdict import INCOMPLETE, RUN_VERDICT, RunVerdict, decide, suite_gates
+from .verdicts.verdict import (
+    INCOMPLETE,
+    RUN_VERDICT,
+    GateResult,
+    RunVerdict,
+    decide,
+    suite_gates,
+)
 
 MARKERS = pytest.StashKey[set[str]]()
 """Suite and length markers registered so far (they depend on the suites collected)."""
@@ -75,6 +82,7 @@ pytest_plugins = [
     "pytest_lceval.run.selection",
     "pytest_lceval.run.startup",
     "pytest_lceval.run.completion",
+    "pytest_lceval.run.errored",
     "pytest_lceval.report.run_progress",
     "pytest_lceval.benchmarks.helmet.cite_plugin",
     "pytest_lceval.benchmarks.helmet.judge_prompts_plugin",
@@ -106,8 +114,6 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(StoreRepairedWarning(repaired), stacklevel=2)
     config.stash[SETTINGS] = settings
     config.stash[RUN_DIR] = _run_dir(config, settings)
-    if not hasattr(config, "workerinput"):  # a reused run folder counts this run's usage only
-        clear_usage(config.stash[RUN_DIR])
     config.addinivalue_line(
         "markers", f"{SUITE_MARKER}(suite): expand the test over the suite's cell grid")
     config.stash[MARKERS] = set()
@@ -313,24 +319,42 @@ def _property_recorder(item: pytest.Item) -> Callable[[str, object], None]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """tryfirst: session reports must exist before pytest-html renders its page (its own
-    sessionfinish, trylast, calls pytest_html_results_summary)."""
+    sessionfinish, trylast, calls pytest_html_results_summary). The reports that tell the verdict
+    come last, after the verdict is decided once more: a signal while the others were written
+    makes it incomplete (run/completion.py), and every one of them tells that."""
+    from .run.completion import completion_of  # a feature plugin, as selection above
+    from .run.errored import with_errored
+
     config = session.config
     if hasattr(config, "workerinput") or SETTINGS not in config.stash:
         return
     run_dir = config.stash[RUN_DIR]
-    results = read_results(run_dir)
-    if not results:
+    results = with_errored(config, read_results(run_dir))
+    completion = completion_of(config)
+    if not results and not (completion and completion.signal and (
+            completion.selected or completion.has_cells)):
         return
-    write_merged(run_dir, results)
-    verdict = config.stash[RUN_VERDICT] = _verdict(session, results)
+    if results:
+        write_merged(run_dir, results)
+    gates = _suite_gates(config, results)
+    verdict = config.stash[RUN_VERDICT] = _decide(session, results, gates)
     suite_verdicts = config.stash[SUITE_VERDICTS] = {
         suite: [gate.judgement for gate in verdict.gates_of(suite)]
         for suite in sorted({gate.suite for gate in verdict.gates})}
-    for suite in suites_of(config).values():
-        lines = suite.summarize(run_dir, [r for r in results if r.suite == suite.name])
-        _write_lines(config, lines)
-    config.hook.pytest_lceval_session_finish(config=config, run_dir=run_dir, results=results,
-                                             suite_verdicts=suite_verdicts, verdict=verdict)
+    if results:
+        for suite in suites_of(config).values():
+            lines = suite.summarize(run_dir, [r for r in results if r.suite == suite.name])
+            _write_lines(config, lines)
+        config.hook.pytest_lceval_session_finish(
+            config=config, run_dir=run_dir, results=results, suite_verdicts=suite_verdicts,
+            verdict=verdict)
+    if completion is not None:
+        completion.seal()
+    verdict = config.stash[RUN_VERDICT] = _decide(session, results, gates)
+    session.exitstatus = verdict.exit_status(session.exitstatus)
+    _count_in_pytest_line(config, verdict)
+    config.hook.pytest_lceval_verdict_reports(config=config, run_dir=run_dir, results=results,
+                                              suite_verdicts=suite_verdicts, verdict=verdict)
     latest = run_dir.parent / "latest"
     if verdict.outcome == INCOMPLETE:
         _write_lines(config, [f"lceval: {latest} not moved: this run is incomplete"])
@@ -351,30 +375,33 @@ def _point_latest(latest: Path, run_dir: Path) -> None:
     os.replace(fresh, latest)
 
 
-def _verdict(session: pytest.Session, results: list[CellResult]) -> RunVerdict:
-    """The run's one verdict (verdicts/verdict.py): every suite gate, over every suite the
-    session knows, and how far the run got; the exit status is made to agree with it."""
-    from .run.completion import completion_of  # a feature plugin, as selection above
-
-    config = session.config
+def _suite_gates(config: pytest.Config, results: list[CellResult]) -> list[GateResult]:
+    """Every suite gate, over every suite the session knows, each said in a line."""
     suites = {*suites_of(config), *(r.suite for r in results)}
     gates = suite_gates(config, sorted(suites), results)
     _write_lines(config, [f"lceval: suite gate {gate.status.upper()} {gate.name}: "
                           f"{gate.judgement.message}" for gate in gates])
-    completion = completion_of(config)
-    verdict = decide(results, gates, len(completion.selected) if completion else 0,
-                     completion.not_run if completion else 0,
-                     completion.stopped(session) if completion else "")
-    session.exitstatus = verdict.exit_status(session.exitstatus)
-    _count_in_pytest_line(config, verdict)
-    return verdict
+    return gates
+
+
+def _decide(session: pytest.Session, results: list[CellResult],
+            gates: list[GateResult]) -> RunVerdict:
+    """The run's one verdict (verdicts/verdict.py): the cells, the suite gates and how far the
+    run got, a signal until now included."""
+    from .run.completion import completion_of  # a feature plugin, as selection above
+
+    completion = completion_of(session.config)
+    if completion is None:
+        return decide(results, gates)
+    return decide(results, gates, len(completion.selected), completion.not_run,
+                  completion.stopped(session), bool(completion.signal), tuple(completion.lost))
 
 
 def _count_in_pytest_line(config: pytest.Config, verdict: RunVerdict) -> None:
     """pytest's own last line counts what fails the run besides tests: "4 passed, 1 gate
-    failed", "12 passed, 40 not run". Without it a gate-failed run ended on "4 passed" in green.
-    The keys are ones pytest does not know, so its counts of tests (and pytester's parsing of
-    them) stay as they were, and the line is no longer green."""
+    failed", "12 passed, 40 not run", "52 passed, 1 interrupted". Without it a gate-failed run
+    ended on "4 passed" in green. The keys are ones pytest does not know, so its counts of tests
+    (and pytester's parsing of them) stay as they were, and the line is no longer green."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
@@ -383,6 +410,8 @@ def _count_in_pytest_line(config: pytest.Config, verdict: RunVerdict) -> None:
         reporter.stats["gate failed" if len(failed) == 1 else "gates failed"] = list(failed)
     if verdict.not_run:
         reporter.stats["not run"] = [verdict] * verdict.not_run
+    elif verdict.signalled:  # every test ran, the reports were interrupted
+        reporter.stats["interrupted"] = [verdict]
     refresh = getattr(reporter, "_set_main_color", None)
     if refresh is not None:  # pytest keeps the line's kinds from before its last test, which an
         refresh()           # interrupted run never reached

@@ -30,7 +30,8 @@ def _refuse(kind: str, target: str, options: LoadOptions) -> None:
 
 def test_start_up_runs_the_check_its_kind_declares(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.BACKENDS, "engine", registry._Factory(
-        "pkg.engine", "load", None, "a new engine", _refuse, lambda kind, target, options: 4096))
+        "pkg.engine", "load", None, "a new engine", _refuse, lambda kind, target, options: 4096,
+        None))
     spec = ModelSpec("engine:model-a")
     assert spec.kind == "engine"
     with pytest.raises(PreflightError, match="engine:model-a: refused by its kind's own check"):
@@ -41,7 +42,7 @@ def test_start_up_runs_the_check_its_kind_declares(monkeypatch: pytest.MonkeyPat
 
 def test_a_kind_declared_with_no_check_starts_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.BACKENDS, "engine", registry._Factory(
-        "pkg.engine", "load", None, "a new engine", None, None))
+        "pkg.engine", "load", None, "a new engine", None, None, None))
     spec = ModelSpec("engine:model-a")
     check_model(spec, LoadOptions())
     assert window_hint(spec, LoadOptions()) is None

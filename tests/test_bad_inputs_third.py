@@ -55,14 +55,15 @@ def toy(pytester: pytest.Pytester) -> pytest.Pytester:
 
 @pytest.mark.bad_input("log-samples-over-a-file")
 def test_a_file_named_samples_in_the_run_folder_is_refused_at_start(toy: pytest.Pytester) -> None:
-    store = ["--lceval-store", "s.sqlite", "--lceval-run", "r"]
-    toy.runpytest(*GRID, *store).assert_outcomes(passed=1)
-    run_dir = toy.path / "reports" / "r"
+    store = ["--lceval-store", "s.sqlite"]
+    toy.runpytest(*GRID, *store, "--lceval-run", "first").assert_outcomes(passed=1)
+    run_dir = toy.path / "reports" / "r"  # a folder of the user's, which holds no run
+    run_dir.mkdir()
     (run_dir / "samples").write_text("my notes\n")
     before, rows = finished(run_dir), store_rows(toy.path / "s.sqlite")
-    assert "results.jsonl" in before and "summary.md" in before
+    assert rows
 
-    outcome = toy.runpytest(*GRID, *store, "--lceval-log-samples")
+    outcome = toy.runpytest(*GRID, *store, "--lceval-run", "r", "--lceval-log-samples")
 
     assert outcome.ret == pytest.ExitCode.USAGE_ERROR
     one_line(outcome, "--lceval-log-samples", f"{run_dir / 'samples'} cannot be written",

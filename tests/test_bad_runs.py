@@ -137,17 +137,18 @@ def test_runs_finishing_together_both_move_latest(tmp_path: Path) -> None:
 
 @pytest.mark.bad_input("save-in-a-reused-run-folder")
 def test_a_baseline_holds_only_the_cells_its_run_measured(toy: pytest.Pytester) -> None:
-    """A named run folder is reused on purpose, and keeps the earlier run's results; a save from
-    the second run holds only its own cell."""
+    """A run folder holds one run: a second run naming it is refused before it measures, so no
+    save can hold the earlier run's cells, and the earlier run's results stay as they were."""
     store = ["--lceval-store", "s.sqlite"]
     toy.runpytest(*GRID, *store, "--lceval-run", "r").assert_outcomes(passed=1)
     second = toy.runpytest(*GRID, *store, "--lceval-run", "r", "--lengths", "512",
                            "--lceval-save", "b")
-    second.assert_outcomes(passed=1)
-    second.stdout.fnmatch_lines(["lceval: saved baseline 'b' (1 cells) to *b.json"])
-    cells = json.loads((toy.path / "reports" / "baselines" / "b.json").read_text())["cells"]
-    assert list(cells) == ["test_suite.py::test_cell[toy-512-50]"]
-    assert len(results(toy.path / "reports" / "r")) == 2
+    assert second.ret == pytest.ExitCode.USAGE_ERROR
+    second.stderr.fnmatch_lines(["ERROR: pytest-lceval: --lceval-run r: * holds the run of "
+                                 "mock:grep started *"])
+    assert not (toy.path / "reports" / "baselines" / "b.json").exists()
+    assert [row["nodeid"] for row in results(toy.path / "reports" / "r")] == [
+        "test_suite.py::test_cell[toy-256-50]"]
 
 
 def test_a_pytest_run_without_cells_leaves_no_run_folder(pytester: pytest.Pytester) -> None:

@@ -1,6 +1,6 @@
-"""The comparison with a saved run decided per suite and per task (pooled over cells, Holm over
-tasks), and the plan's line of what each level can detect, through real runs of the recall
-suite on the reduced grid (2 cases per cell) with the mock model."""
+"""The comparison with a saved run decided per suite and per task (pooled over cells, weighted
+Holm over the suite and its tasks), and the plan's line of what each level can detect, through
+real runs of the recall suite on the reduced grid (2 cases per cell) with the mock model."""
 
 from __future__ import annotations
 
@@ -42,16 +42,18 @@ def test_a_uniform_drop_at_2_cases_per_cell_fails_the_suite_gate_and_the_plan_sa
     assert compared.ret == pytest.ExitCode.TESTS_FAILED
     compared.stdout.fnmatch_lines([
         "lceval: plan: 1 suite (recall), 24 cells, 48 cases*",
-        "lceval: compared with baseline 'base', recall can detect (power 0.8, alpha 0.05) a "
-        "drop of 0.31 over its 48 paired cases; per task (Holm over 12): none; per cell: none",
+        "lceval: compared with baseline 'base', recall can detect (power 0.8) a drop of 0.34 "
+        "over its 48 paired cases (alpha 0.025); each task (alpha 0.0021, 12 tasks): none; "
+        "per cell: none; power at --lceval-min-drop 0.05: suite 0.01, a task 0.00",
         "lceval: warning: recall cannot detect a drop of --lceval-min-drop 0.05 at these "
-        "samples (only 0.31): --samples 56 would reach it (with a baseline saved at as many)",
+        "samples (only 0.34): --samples 67 would reach it (with a baseline saved at as many)",
         "*lceval: suite gate FAILED baseline_suite: recall pooled over 24 compared cells: "
         "0.500 vs 0.750 in baseline 'base', difference -0.250 (95% CI -0.369 to -0.117), "
-        "exact McNemar p=0.000488 (12 worse, 0 better), N=48: significant drop of at least "
-        "--lceval-min-drop 0.05",
-        "lceval: suite gate PASSED baseline_tasks: recall per task (Holm over 12 tasks, alpha "
-        "0.05): no task dropped significantly*"])
+        "exact McNemar p=0.000488, Holm p=0.000977 (12 worse, 0 better), N=48: significant "
+        "drop of at least --lceval-min-drop 0.05",
+        "lceval: suite gate PASSED baseline_tasks: recall per task (Holm over the suite and "
+        "its 12 tasks at alpha 0.05: the suite from 0.025, each task from 0.0021): no task "
+        "dropped significantly*"])
     # a Δ heatmap per task (depth x length), current minus baseline, beside the task's own in
     # the HTML; the tasks without a depth share one (task x length)
     before = {r.nodeid: r.score for r in read_results(recall.path / "reports" / "base")}
@@ -79,7 +81,7 @@ def test_a_uniform_drop_at_2_cases_per_cell_fails_the_suite_gate_and_the_plan_sa
     assert required.ret == pytest.ExitCode.USAGE_ERROR
     assert [line for line in required.stderr.lines if line] == [
         "ERROR: pytest-lceval: --lceval-require-power: recall cannot detect a drop of "
-        "--lceval-min-drop 0.05 at these samples (only 0.31): --samples 56 would reach it "
+        "--lceval-min-drop 0.05 at these samples (only 0.34): --samples 67 would reach it "
         "(with a baseline saved at as many)"]
     assert not (recall.path / "reports" / "release" / "results.jsonl").exists()
     # under xdist the controller reads the workers' plans and stops the same way
@@ -101,26 +103,34 @@ def _pairs(base: list[float], current: list[float], cells: int = 1) -> Pairs:
     return Pairs(base, current, cells)
 
 
-def test_the_suite_is_tested_first_then_its_tasks_with_holm() -> None:
+def test_the_suite_and_its_tasks_share_alpha_by_weighted_holm() -> None:
     lost = _pairs([1.0] * 20, [0.0] * 8 + [1.0] * 12)  # 8 of 20 worse: McNemar p = 0.0078
     kept = _pairs([1.0] * 20, [1.0] * 20)
     suite, tasks = decide("base", "s", {"a": lost, "b": kept, "c": kept}, 0.05)
     assert (suite.criterion, suite.passed) == (SUITE_GATE, False)
     assert (tasks.criterion, tasks.passed) == (TASK_GATE, False)
-    assert tasks.message.startswith("s per task (Holm over 3 tasks, alpha 0.05): 1 regressed "
-                                    "by at least --lceval-min-drop 0.05: a 1.000 -> 0.600 "
-                                    "(-0.400, N=20, Holm p=0.0234)")
+    # the suite (p = 0.0078) starts at 0.025 and rejects; its share passes to the tasks, which
+    # are then plain Holm over three at 0.05
+    assert tasks.message.startswith("s per task (Holm over the suite and its 3 tasks at alpha "
+                                    "0.05: the suite from 0.025, each task from 0.0083): 1 "
+                                    "regressed by at least --lceval-min-drop 0.05: a 1.000 -> "
+                                    "0.600 (-0.400, N=20, p=0.00781, Holm p=0.0234)")
     assert tasks.properties["tasks"]["b"]["p_holm"] == 1.0
+    assert tasks.properties["regressed"] == ["a"]
+    assert suite.properties["p_holm"] == pytest.approx(2 * 0.0078125)
 
-    # a task's loss that the other tasks' gains offset: the suite's test does not reject, so
-    # no task is tested (the price of holding the family's error at alpha)
+    # a task's loss that the other task's gain offsets: the suite's test does not reject (p =
+    # 1), and the task is tested at its own share of alpha all the same (p = 0.0078 against
+    # 0.0125: Holm p = 0.031)
     gained = _pairs([0.0] * 20, [1.0] * 8 + [0.0] * 12)
     suite, tasks = decide("base", "s", {"a": lost, "b": gained}, 0.05)
-    assert suite.passed and tasks.passed and tasks.properties["tested"] is False
-    assert "not tested, the suite's pooled test found no significant change" in tasks.message
+    assert suite.passed and suite.properties["p"] == 1.0
+    assert (tasks.passed, tasks.properties["tasks"]["a"]["p_holm"]) == (False, 0.015625 * 2)
+    assert tasks.properties["regressed"] == ["a"]
 
-    # one task: the suite's gate is the task's
-    assert [g.criterion for g in decide("base", "s", {"a": lost}, 0.05)] == [SUITE_GATE]
+    # one task: the suite's gate is the task's, at alpha
+    [alone] = decide("base", "s", {"a": lost}, 0.05)
+    assert alone.criterion == SUITE_GATE and not alone.passed and "Holm" not in alone.message
     # significant, but smaller than --lceval-min-drop
     [small] = decide("base", "s", {"a": lost}, 0.5)
     assert small.passed and "significant but smaller than --lceval-min-drop 0.5" in small.message
@@ -129,6 +139,11 @@ def test_the_suite_is_tested_first_then_its_tasks_with_holm() -> None:
 def test_holm_adjusts_step_down_and_keeps_the_order() -> None:
     assert holm([0.01, 0.04, 0.03, float("nan")]) == pytest.approx([0.04, 0.09, 0.09, 1.0])
     assert holm([0.5]) == [0.5] and holm([]) == []
+    # weighted: each starts at its weight's share, and a rejected one hands its share on
+    assert holm([0.02, 0.01, 0.01], [2, 1, 1]) == pytest.approx([0.04, 0.04, 0.04])
+    assert holm([0.9, 0.004, 0.03], [2, 1, 1]) == pytest.approx([0.9, 0.016, 0.09])
+    with pytest.raises(ValueError, match="one positive weight per p-value"):
+        holm([0.5, 0.5], [1, 0])
 
 
 def test_the_planned_drop_is_where_the_planned_power_reaches_0_8() -> None:
@@ -148,8 +163,9 @@ def test_a_suite_that_can_detect_no_drop_says_so_and_names_the_samples_that_woul
     two_cells = SuitePower("recall", float("inf"), (), (float("inf"), float("inf")),
                            Level(cells=2, n=4, variance=0.0))
     lines, warnings = power_lines([two_cells], "base", 0.05)
-    assert lines == ["lceval: compared with baseline 'base', recall can detect (power 0.8, alpha "
-                     "0.05) no drop over its 4 paired cases; per cell: none"]
+    assert lines == ["lceval: compared with baseline 'base', recall can detect (power 0.8) no "
+                     "drop over its 4 paired cases (alpha 0.05); per cell: none; power at "
+                     "--lceval-min-drop 0.05: suite 0.00"]
     assert warnings == ["recall cannot detect a drop of --lceval-min-drop 0.05 at these samples "
                         "(no drop at all): --samples 80 would reach it (with a baseline saved at "
                         "as many)"]

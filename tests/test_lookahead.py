@@ -374,12 +374,3 @@ def test_task_haystack_rank_requests_of_many_cells_share_calls(
         assert cell["metrics"]["l_correct"] == ahead[nodeid]["metrics"]["l_correct"]
         assert cell["metrics"]["s_correct"] == ahead[nodeid]["metrics"]["s_correct"]
         assert cell["case_keys"] == ahead[nodeid]["case_keys"]
-
-
-def test_a_reused_run_folder_counts_only_the_new_runs_usage(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_recall=RECALL_SUITE)
-    for _ in range(2):
-        pytester.runpytest("--model=mock:grep", "--lengths=1k", "--samples=2",
-                           "--lceval-tasks=niah_single_1", "--lceval-run=same",
-                           "-p", "no:randomly").assert_outcomes(passed=6)
-    assert _calls(pytester) == (0, 0)  # the first run's 12 requests are not counted again

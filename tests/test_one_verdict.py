@@ -295,8 +295,8 @@ def test_sigterm_to_the_controller_of_n_2(pytester: pytest.Pytester) -> None:
 
 def test_the_verdicts_outcome_reasons_and_exit_status() -> None:
     """The rules every output renders, without a run: a gate that failed fails a run whose
-    cells all passed; cells not run make it incomplete whatever else happened (and its exit
-    status never 0); pytest's own non-zero status stands."""
+    cells all passed; cells not run make it incomplete whatever else happened (its exit status
+    2, whatever pytest's below it); pytest's own higher status stands."""
     def cell(outcome: str) -> CellResult:
         return CellResult("t", "toy", "toy", 256, None, {}, "m", "f", 42, "fixtures",
                           outcome=outcome)
@@ -313,7 +313,10 @@ def test_the_verdicts_outcome_reasons_and_exit_status() -> None:
     assert stopped.outcome == "incomplete" and stopped.reasons() == [
         "incomplete, 3 of 4 selected tests not run (stopping after 1 failures)",
         "1 of 1 cells failed"]
-    assert stopped.exit_status(pytest.ExitCode.TESTS_FAILED) == pytest.ExitCode.TESTS_FAILED
+    # -x ends pytest's run with 1; incomplete exits 2 whatever pytest said
+    assert stopped.exit_status(pytest.ExitCode.TESTS_FAILED) == pytest.ExitCode.INTERRUPTED
+    assert stopped.exit_status(pytest.ExitCode.INTERNAL_ERROR) == \
+        pytest.ExitCode.INTERNAL_ERROR
     assert decide([cell("passed")], [], selected=2, not_run=1).exit_status(ok) == \
         pytest.ExitCode.INTERRUPTED
     last = decide([cell("failed")], [], selected=1, not_run=0, stopped="stopping after 1 "

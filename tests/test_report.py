@@ -87,13 +87,13 @@ def test_summary_markdown_is_short_and_names_verdicts_worst_cells_and_deltas(
     run = suite.path / "reports" / "cmp"
     text = (run / "summary.md").read_text()
     assert len(text) < 4000
-    assert text.startswith("### pytest-lceval ❌ 2 regressed against `base`; 1 suite gate "
+    assert text.startswith("### pytest-lceval ❌ 1 regressed against `base` (toy); 1 suite gate "
                            "failed: baseline_suite (toy): pass rate 100% (4/4), 0 skipped")
     assert "| toy | 4 | 0 | 0 | 100% |" in text
     assert "| toy · `toy-1k-50` | 0.000 (0.000–0.242) | string_match_all (0–1) | 12 | " \
            "passed | regressed against base: 100.0% → 0.0%, Δ -100.0 points, " \
            "p &lt;0.001 |" in text
-    assert "**2 regressed against `base`:** 2 regressed, 2 unchanged" in text
+    assert "**1 regressed against `base` (toy).** Cells: 2 regressed, 2 unchanged" in text
     assert "Not listed: 2 unchanged" in text and "`toy-1k-0` | string_match_all (0–1) | " \
         "1.000 | 1.000" not in text
     # per length, HELMET's way: the mean over tasks of each task's cases, depths pooled

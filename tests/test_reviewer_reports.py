@@ -77,7 +77,7 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
         pytester: pytest.Pytester) -> None:
     run = compared_run(pytester)
     text = (run / "summary.md").read_text()
-    assert text.startswith("### pytest-lceval ❌ 1 regressed against `base`; 1 suite gate "
+    assert text.startswith("### pytest-lceval ❌ 1 regressed against `base` (toy); 1 suite gate "
                            "failed: baseline_suite (toy)")
     table = [line for line in text.splitlines() if line.startswith("| toy · ")]
     assert table[0].startswith("| toy · `toy-1k-55` | string_match_all (0–1) | 1.000 | 0.000 | "
@@ -86,18 +86,19 @@ def test_a_comparison_with_one_regression_lists_it_first_everywhere(
     assert table[1].startswith("| toy · `toy-1k-50` |") and table[1].endswith(
         "| none at N=3 | inconclusive |")
     assert "Not listed: 1 unchanged" in text
-    assert text.index("**1 regressed against `base`:**") < text.index("| suite | passed |")
+    assert text.index("**1 regressed against `base` (toy).** Cells: 1 regressed, ") < \
+        text.index("| suite | passed |")
 
     terminal = (pytester.path / "terminal.txt").read_text().splitlines()
     ours = [line for line in terminal if line.startswith("lceval: pytest-lceval")]
-    assert ours == ["lceval: pytest-lceval 1 regressed against base; 1 suite gate failed: "
+    assert ours == ["lceval: pytest-lceval 1 regressed against base (toy); 1 suite gate failed: "
                     "baseline_suite (toy): pass rate 100% (3/3), 0 skipped"]
     before = terminal[terminal.index(ours[0]) - 1]  # the verdict is the last lceval line
     assert before.startswith("lceval:   regressed toy · toy-1k-55: 1.000 -> 0.000, Δ -1.000")
     assert not any("inconclusive toy" in line for line in terminal)
 
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
-    assert "<b>pytest-lceval 1 regressed against base; 1 suite gate failed" in page
+    assert "<b>pytest-lceval 1 regressed against base (toy); 1 suite gate failed" in page
     assert '<p class="look-first">Look first at: toy-1k-55 (regressed against base: 100.0% ' \
            "→ 0.0%, Δ -100.0 points, p &lt;0.001)." in page
     comparison = page[page.index("<h3>Comparison with baseline base: 1 regressed, "

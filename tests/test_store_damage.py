@@ -1,10 +1,10 @@
 """The store's start-up check on real damaged files: garbage over pages in the middle, a
-truncated file, a text file, a write-ahead log that was never merged; and the paths that cannot
-hold a store (a folder, a path under a file, another program's database, read-only file or
-folder), each one usage line. Salvage is measured against two oracles computed on the files
-themselves: SQLite's page map before the damage (dbstat: every row on pages the damage missed
-must come back) and a point lookup of every row after it (every row SQLite can still read and
-that is intact must come back)."""
+truncated file, garbage over every page, a write-ahead log that was never merged; and the paths
+that cannot hold a store (a folder, a path under a file, another program's database, read-only
+file or folder, a file that is no SQLite file), each one usage line. Salvage is measured
+against two oracles computed on the files themselves: SQLite's page map before the damage
+(dbstat: every row on pages the damage missed must come back) and a point lookup of every row
+after it (every row SQLite can still read and that is intact must come back)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 from toy_suite import SUITE, TOY_TASK
 
 from pytest_lceval.store.database import Store, StoreCorruptionWarning, StoreError
-from pytest_lceval.store.repair import StoreUsageError, check_store
+from pytest_lceval.store.repair import HEADER, StoreUsageError, check_store
 
 ROWS = 1500
 PAGE = 4096
@@ -276,14 +276,16 @@ def test_a_write_ahead_log_never_merged_is_salvaged_and_its_newer_rows_win(
     assert {salvaged[f"k{i}"]["text"] for i in range(20)} == {"newer"}
 
 
-def test_a_text_file_is_kept_and_replaced_by_an_empty_store(tmp_path: Path) -> None:
+def test_a_store_whose_every_page_is_garbage_is_kept_and_replaced_by_an_empty_store(
+        tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    path.write_text("not a database\n")
+    damaged = HEADER + b"not a page " * 400
+    path.write_bytes(damaged)
     message = check_store(path)
-    assert message is not None and "(not a SQLite database)" in message
+    assert message is not None and "(file is not a database)" in message
     assert "holds the 0 answers" in message
     (aside,) = tmp_path.glob("store.sqlite.damaged-*")
-    assert aside.read_text() == "not a database\n"
+    assert aside.read_bytes() == damaged
     assert Store(path).count_answers() == 0
 
 
@@ -302,11 +304,12 @@ def test_sound_empty_and_missing_stores_pass_untouched(tmp_path: Path) -> None:
 
 def test_two_repairs_in_one_second_keep_both_damaged_files(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    for text in ("first", "second"):
-        path.write_text(text)
+    for text in (b"first", b"second"):
+        path.write_bytes(HEADER + text * 100)
         check_store(path)
-    kept = sorted(aside.read_text() for aside in tmp_path.glob("store.sqlite.damaged-*"))
-    assert kept == ["first", "second"]
+    kept = sorted(aside.read_bytes()[len(HEADER):][:6]
+                  for aside in tmp_path.glob("store.sqlite.damaged-*"))
+    assert kept == [b"firstf", b"second"]
 
 
 @pytest.mark.parametrize(("make", "expected"), [
@@ -315,6 +318,7 @@ def test_two_repairs_in_one_second_keep_both_damaged_files(tmp_path: Path) -> No
     (lambda p: os.mkfifo(p), "is not a regular file"),
     (lambda p: sqlite3.connect(p).execute("CREATE TABLE notes (text)").connection.commit(),
      "is a SQLite database with tables notes, not a pytest-lceval store"),
+    (lambda p: p.write_text("not a database\n"), "is a text file, not a pytest-lceval store"),
 ])
 def test_paths_that_cannot_hold_a_store_are_usage_errors(
         tmp_path: Path, make: Callable[[Path], object], expected: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .catalog import default_dest, known_suites, select
 from .declared import declared_releases
-from .download import MIRROR_ENV, FetchError, fetch, plan
+from .download import MIRROR_ENV, FetchError, FetchInterrupted, fetch, plan
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FetchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:
+        kept = str(exc) if isinstance(exc, FetchInterrupted) else "nothing was downloaded yet"
+        print(f"fetch: interrupted: {kept}; run the same command again to resume",
+              file=sys.stderr)
+        return 2
     if outcome.missing:
         print(f"fetch: {len(outcome.missing)} data sets missing (offline); place them as "
               f"above, then run with --lceval-data {args.dest}")

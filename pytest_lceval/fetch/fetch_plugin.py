@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from ..run.writable import check_writable
 from ..settings import FETCHED_DATA, lookup
 from .catalog import Release, default_dest, select
 from .declared import releases_of
-from .download import MIRROR_ENV, FetchError, fetch, plan
+from .download import MIRROR_ENV, FetchError, FetchInterrupted, fetch, plan
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     dest_value, _ = lookup(config, "lceval_fetch_dir")
     dest = Path(dest_value).expanduser() if dest_value else default_dest()
     if not hasattr(config, "workerinput"):
+        check_writable(dest, "--lceval-fetch-dir")
         mirror = config.getoption("lceval_fetch_mirror") or os.environ.get(MIRROR_ENV)
         try:
             the_plan = plan(select(releases, names), dest)
@@ -63,6 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
             fetch(the_plan, _say, mirror)
         except (ValueError, FetchError) as exc:
             raise pytest.UsageError(f"pytest-lceval: --lceval-fetch: {exc}") from None
+        except FetchInterrupted as exc:  # the run ends as on any Ctrl-C, the fetch said in a line
+            _say(f"pytest-lceval: --lceval-fetch interrupted: {exc}; run again to resume")
+            raise
     config.stash[FETCHED_DATA] = dest.resolve()
 
 

@@ -18,6 +18,12 @@ from typing import Any
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 """Self-made offline data, package data so that an installed wheel runs offline too."""
+ESSAY_FOLDER = "pg_essays"
+"""The data directory's folder of essays (natural prose for haystacks); the fixtures' own
+essays stand in without it."""
+Fallbacks = tuple[tuple[str, str], ...]
+"""(data folder, what is read in its place): a folder whose absence from the data directory
+makes cells run on offline fixtures, as recall's self-made essays stand in for pg_essays/."""
 
 
 class DataError(ValueError):
@@ -43,7 +49,7 @@ class DataSource:
 
     def essays(self) -> tuple[tuple[str, ...], str]:
         """Natural-prose documents for haystacks, and where they came from; raises DataError."""
-        return _read_texts(self.folder("pg_essays") or self.fixtures / "essays")
+        return _read_texts(self.folder(ESSAY_FOLDER) or self.fixtures / "essays")
 
     def origin(self, name: str) -> str:
         """'data:<name>' or 'fixtures': the provenance recorded in results."""

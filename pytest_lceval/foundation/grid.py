@@ -64,6 +64,26 @@ class Cell:
     """Requested depth in percent; None for tasks that have no single key position."""
     samples: int
 
+    def __post_init__(self) -> None:
+        """A cell of a suite's own grid (``api.Cell``) is checked where it is made: a length of
+        -5 would otherwise reach the task, which refuses it cells later in words of its own."""
+        for name in ("suite", "task"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"Cell {name} {value!r} is not a name: give a non-empty string")
+        if not _whole(self.length) or self.length < 0:
+            raise ValueError(f"Cell length {self.length!r} is not a token count: give a whole "
+                             f"number of tokens >= 0 (0 for a length setting that measuring "
+                             f"counts)")
+        if self.depth is not None and (isinstance(self.depth, bool)
+                                       or not isinstance(self.depth, (int, float))
+                                       or not 0.0 <= self.depth <= 100.0):
+            raise ValueError(f"Cell depth {self.depth!r} is not a percent of the context: give "
+                             f"0..100, or None for a task without a key position")
+        if not _whole(self.samples) or self.samples < 1:
+            raise ValueError(f"Cell samples {self.samples!r} is not a case count: give a whole "
+                             f"number >= 1")
+
     @property
     def length_label(self) -> str:
         """The length axis as ids and markers name it: '4k', or a setting such as '16t1s'."""
@@ -88,6 +108,10 @@ class Cell:
     def length_mark(self) -> str:
         """The cell's length marker: ``len_4k``, ``len_16t1s``."""
         return "len_" + self.length_label.replace(".", "_")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def case_seed(seed: int, *parts: object) -> int:

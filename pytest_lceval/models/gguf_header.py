@@ -40,6 +40,8 @@ class _Header:
     """Bytes the file must have (None until the tensor table is read)."""
     vocabulary: int | None = None
     """Entries of ``tokenizer.ggml.tokens``: None for a GGUF without a tokenizer."""
+    rope_scaling: str = ""
+    """``<architecture>.rope.scaling.type`` ('linear', 'yarn'...); '' when not recorded."""
 
 
 def check_gguf_size(path: Path) -> None:
@@ -63,23 +65,30 @@ def check_gguf_size(path: Path) -> None:
 def gguf_window(path: Path) -> int | None:
     """The ``<architecture>.context_length`` the header records; None when it has none or the
     file cannot be read as GGUF (``path`` may be the first part of a GGUF split in parts)."""
-    try:
-        with path.open("rb") as handle:
-            header = _read(handle, tensors=False)
-    except (OSError, ValueError, EOFError):
-        return None
+    header = _header(path)
     return header.context_length if header is not None else None
 
 
 def gguf_vocabulary(path: Path) -> int | None:
     """How many tokens the tokenizer the header carries has; None when it carries none (or the
     file cannot be read as GGUF)."""
+    header = _header(path)
+    return header.vocabulary if header is not None else None
+
+
+def gguf_rope_scaled(path: Path) -> bool:
+    """Whether the header records a RoPE scaling (``<architecture>.rope.scaling.type`` other
+    than none); False when it records none or the file cannot be read as GGUF."""
+    header = _header(path)
+    return header is not None and header.rope_scaling not in ("", "none")
+
+
+def _header(path: Path) -> _Header | None:
     try:
         with path.open("rb") as handle:
-            header = _read(handle, tensors=False)
+            return _read(handle, tensors=False)
     except (OSError, ValueError, EOFError):
         return None
-    return header.vocabulary if header is not None else None
 
 
 def _read(handle: BinaryIO, tensors: bool) -> _Header | None:
@@ -99,6 +108,8 @@ def _read(handle: BinaryIO, tensors: bool) -> _Header | None:
             (header.alignment,) = _unpack(handle, "<" + _FIXED[kind])
         elif key == f"{header.architecture}.context_length" and kind in _UINTS:
             (header.context_length,) = _unpack(handle, "<" + _FIXED[kind])
+        elif key == f"{header.architecture}.rope.scaling.type" and kind == _STRING:
+            header.rope_scaling = _string(handle)
         elif key == "tokenizer.ggml.tokens" and kind == _ARRAY:
             item, header.vocabulary = _unpack(handle, "<IQ")
             for _ in range(header.vocabulary):

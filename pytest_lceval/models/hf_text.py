@@ -19,6 +19,7 @@ from typing import Any
 from .base import Renderer, Tokenizer
 from .chat_probe import PROBE, refusal
 from .joined_count import JoinedCounter, Part, rule_of
+from .model_args import scales_rope
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 LONG_PROMPT = 16_384
@@ -209,13 +210,24 @@ def load_hf_text(source: str, chat_template: str = "auto") -> HFText:
 
 def config_window(source: str) -> int | None:
     """max_position_embeddings from a local model folder's config.json, if there is one."""
+    window = _text_config(source).get("max_position_embeddings")
+    return int(window) if window else None
+
+
+def config_rope_scaled(source: str) -> bool:
+    """Whether a local model folder's config.json scales RoPE (``rope_scaling``, or a
+    ``rope_parameters`` type other than default, per layer type too)."""
+    return scales_rope(_text_config(source))
+
+
+def _text_config(source: str) -> dict[str, Any]:
+    """A local model folder's config.json (its text model's part); {} when there is none."""
     config = Path(source) / "config.json"
     if not config.is_file():
-        return None
+        return {}
     data = json.loads(config.read_text())
-    data = data.get("text_config", data)
-    window = data.get("max_position_embeddings")
-    return int(window) if window else None
+    text: dict[str, Any] = data.get("text_config", data)
+    return text
 
 
 def _chat_template(tokenizer: Any, choice: str) -> str | None:

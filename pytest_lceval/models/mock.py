@@ -8,6 +8,7 @@ Spec: ``mock:NAME?param=value&...``
   (``--lceval-window`` overrides it); ``cliff=N&after=F`` makes it answer, for prompts
   longer than N tokens, only a share F of them (those whose hash falls in it) and nothing for
   the rest: a model whose effective context length is N (scores 1.0 up to N, about F beyond).
+  A value outside its form (``miss=50``, ``miss=60-40``, ``after=2``) is refused at start-up.
 - ``mock:constant`` always answers ``text`` (default "I do not know").
 - ``mock:judge`` is a judge model (``mock_judge.py``).
 - ``mock:icl`` is an in-context learner for rank requests (Task Haystack): it predicts the label
@@ -23,6 +24,7 @@ The tokenizer splits on whitespace boundaries (a token is a word with its leadin
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Sequence
@@ -84,12 +86,11 @@ class MockBackend(BaseBackend):
             "mock:" + name + ("?" + "&".join(f"{k}={v}" for k, v in params.items())
                               if params else ""),
             tokenizer, Renderer(template, lambda text: len(tokenizer.encode(text))),
-            options.window or int(params.get("window", 8192)))
-        low, _, high = params.get("miss", "").partition("-")
-        self._miss = (float(low), float(high)) if high else None
-        self._reach = int(params["reach"]) if "reach" in params else None
-        self._cliff = int(params["cliff"]) if "cliff" in params else None
-        self._after = float(params.get("after", 0.0))
+            options.window or _count(params, "window", 1) or 8192)
+        self._miss = _percent_range(params["miss"]) if "miss" in params else None
+        self._reach = _count(params, "reach", 0)
+        self._cliff = _count(params, "cliff", 0)
+        self._after = _share(params.get("after", "0"))
 
     def identity(self) -> dict[str, Any]:
         return {"mock": self.spec, "version": MOCK_VERSION,
@@ -174,6 +175,43 @@ class MockBackend(BaseBackend):
 
     def _forgets(self, position: float) -> bool:
         return self._miss is not None and self._miss[0] <= position <= self._miss[1]
+
+
+def _count(params: dict[str, str], key: str, least: int) -> int | None:
+    """A whole-number parameter of at least ``least``; None when not given."""
+    if key not in params:
+        return None
+    text = params[key]
+    if not text.isdigit() or int(text) < least:
+        raise ValueError(f"{key}={text!r} is not a whole number >= {least}: write e.g. "
+                         f"{key}=512")
+    return int(text)
+
+
+def _share(text: str) -> float:
+    """``after=F``: a share 0..1 of the prompts."""
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"after={text!r} is not a share of the prompts: write 0..1, e.g. "
+                         f"after=0.5")
+    return share
+
+
+def _percent_range(text: str) -> tuple[float, float]:
+    """``miss=LOW-HIGH``: where in the prompt, in percent, keys are forgotten. A single number,
+    a reversed range or a word used to forget nothing, and the run passed."""
+    low, sep, high = text.partition("-")
+    try:
+        bounds = (float(low), float(high)) if sep else (math.nan, math.nan)
+    except ValueError:
+        bounds = (math.nan, math.nan)
+    if not 0.0 <= bounds[0] <= bounds[1] <= 100.0:
+        raise ValueError(f"miss={text!r} is not a range of the prompt in percent: write "
+                         f"miss=LOW-HIGH with 0 <= LOW <= HIGH <= 100, e.g. miss=25-75")
+    return bounds
 
 
 def _hash_score(prompt: str, option: str) -> float:

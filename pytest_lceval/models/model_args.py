@@ -119,8 +119,12 @@ def override_config(config: Any, given: dict[str, Any]) -> Overridden:
                 f" (its keys include {', '.join(shown[:12])}, ...)"
             raise ModelArgsError(f"{OPTION}: {cls.__name__} has no key {key!r}{hint}")
         wanted[key] = _checked(cls.__name__, key, own.get(key), wanted[key])
+        _check_sense(cls.__name__, key, own.get(key), wanted[key])
     if isinstance(wanted.get(ROPE), dict):
         _check_rope_types(config, wanted[ROPE])
+        own_theta = next(_thetas(own.get(ROPE) or {}), None)
+        for theta in _thetas(wanted[ROPE]):
+            _check_sense(cls.__name__, "rope_theta", own_theta, theta)
     try:
         with _rope_warnings() as warned:
             rebuilt = cls.from_dict({**own, **wanted})
@@ -195,6 +199,37 @@ def _checked(owner: str, key: str, old: Any, new: Any) -> Any:
     return float(new) if isinstance(old, float) else new
 
 
+WEIGHT_SHAPE = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "vocab_size")
+"""Keys that say what the weights hold: another value loads the weights into a model of
+another shape (``num_hidden_layers=0`` drops every layer, more layers are left untrained),
+which the config class accepts without a word."""
+POSITIVE = ("rope_theta", WINDOW_KEY)
+"""Keys whose value must be above 0: ``rope_theta=-5`` loaded, and every answer was empty."""
+
+
+def _check_sense(owner: str, key: str, old: Any, new: Any) -> None:
+    """ModelArgsError for a value the config class takes but that cannot be meant."""
+    if key in WEIGHT_SHAPE and old is not None and new != old:
+        raise ModelArgsError(f"{OPTION}: {owner}.{key} is {json.dumps(old)} as the weights have "
+                             f"it, not {json.dumps(new)}: the weights would load into a model "
+                             f"of another shape; leave {key} out (another shape is another "
+                             f"model folder)")
+    if key in POSITIVE and isinstance(new, (int, float)) and not new > 0:
+        raise ModelArgsError(f"{OPTION}: {key}={json.dumps(new)} is not positive: give a value "
+                             f"above 0" + (f" (the model's own is {json.dumps(old)})"
+                                           if old is not None else ""))
+
+
+def _thetas(parameters: dict[str, Any]) -> Iterator[Any]:
+    """Every ``rope_theta`` of RoPE parameters (one dict per layer type too)."""
+    if "rope_theta" in parameters:
+        yield parameters["rope_theta"]
+    for entry in parameters.values():
+        if isinstance(entry, dict):
+            yield from _thetas(entry)
+
+
 @contextmanager
 def _rope_warnings() -> Iterator[list[str]]:
     """The warnings transformers logs while checking RoPE values (a factor below 1, a key the
@@ -225,6 +260,21 @@ def _check_rope_types(config: Any, parameters: dict[str, Any]) -> None:
         if kind != "default" and kind not in ROPE_INIT_FUNCTIONS:
             raise ModelArgsError(f"{OPTION}: unknown rope_type {kind!r}; transformers knows "
                                  f"default, {', '.join(sorted(ROPE_INIT_FUNCTIONS))}")
+
+
+def scales_rope(values: dict[str, Any]) -> bool:
+    """Whether a config's values (or the overrides) scale RoPE: a ``rope_scaling``, or
+    ``rope_parameters`` (one dict per layer type too) of a type other than default."""
+    return any(_scaled(values.get(key)) for key in ("rope_scaling", ROPE))
+
+
+def _scaled(parameters: Any) -> bool:
+    if not isinstance(parameters, dict):
+        return False
+    kind = parameters.get("rope_type", parameters.get("type"))
+    if kind is not None:
+        return kind != "default"
+    return any(_scaled(entry) for entry in parameters.values())
 
 
 def window_from(given: dict[str, Any]) -> int | None:

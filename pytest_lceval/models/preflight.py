@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 
 from .chat_probe import TemplateRefuses, check_folder_template
-from .gguf_header import GGUFTruncated, check_gguf_size, gguf_window
-from .hf_text import config_window
-from .model_args import override_config, window_from
+from .gguf_header import GGUFTruncated, check_gguf_size, gguf_rope_scaled, gguf_window
+from .hf_text import config_rope_scaled, config_window
+from .model_args import override_config, scales_rope, window_from
 from .options import LoadOptions
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json",
@@ -198,6 +198,21 @@ def window_of_preset(kind: str, target: str, options: LoadOptions) -> int | None
 
     given = window_from(options.model_args)
     return given if given is not None else gguf_window(preset_parts(target)[0])
+
+
+def scaled_preset(kind: str, target: str, options: LoadOptions) -> bool:
+    """Whether a preset's RoPE is scaled: by the overrides, or in its GGUF header."""
+    from .presets import preset_parts
+
+    return scales_rope(options.model_args) or gguf_rope_scaled(preset_parts(target)[0])
+
+
+def scaled_local(kind: str, target: str, options: LoadOptions) -> bool:
+    """Whether a model folder's or .gguf file's RoPE is scaled: by the overrides, its
+    config.json or its header."""
+    path = Path(target).expanduser()
+    return scales_rope(options.model_args) or (
+        gguf_rope_scaled(path) if target.endswith(".gguf") else config_rope_scaled(str(path)))
 
 
 def window_of_local(kind: str, target: str, options: LoadOptions) -> int | None:

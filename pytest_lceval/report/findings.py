@@ -8,9 +8,10 @@ test parameter id ('json_kv-8k-50'): what pytest prints and ``-k`` selects.
 "Worst" follows each suite's own verdict, which the plugin that gives it reads
 (``pytest_lceval_finding``: Task Haystack's t-test, LongScore's drops), on one scale of kinds
 (lower is worse): 0 regressed against the saved run, 1 not comparable with it, 2 a FAIL of a
-suite's own test, 3 a failed cell with a verdict of its own, 4 a failed cell, 5 a drop in a cell
-that passed, 6 the lowest scores, 7 a PASS of a suite's own test. A failure the saved run had
-too ranks after the new ones of its kind.
+suite's own test, 3 a failed cell with a verdict of its own, 4 a failed cell (one that measured
+nothing first: its test raised, or its suite refused it), 5 a drop in a cell that passed, 6 the
+lowest scores, 7 a PASS of a suite's own test. A failure the saved run had too ranks after the
+new ones of its kind.
 """
 
 from __future__ import annotations
@@ -68,16 +69,16 @@ def _own_verdict(result: CellResult, verdicts: Sequence[OwnFinding]) -> Finding 
         finding = verdict(result)
         if finding is not None:
             return finding
-    if math.isnan(result.score):
-        return None
     failed = result.outcome == "failed"
+    if math.isnan(result.score):  # a failed cell that measured nothing (its test raised) is
+        return Finding(result, "not measured", True, (4, 0, -math.inf)) if failed else None
     return Finding(result, ("FAIL, " if failed else "") + f"score {percent(result.score)}", failed,
                    (4 if failed else 6, 0, result.score))
 
 
 def worst_cells(results: list[CellResult], verdicts: Sequence[OwnFinding] = ()
                 ) -> list[Finding]:
-    """Every measured cell, worst first (see the module docstring)."""
+    """Every measured or failed cell, worst first (see the module docstring)."""
     found = [f for r in results
              if r.outcome != "skipped" and (f := judge_cell(r, verdicts)) is not None]
     return sorted(found, key=lambda f: (f.rank, f.result.nodeid))

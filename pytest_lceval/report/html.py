@@ -556,8 +556,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
         return
     run_dir = config.stash[RUN_DIR]
     results = read_results(run_dir)
-    if not results:
-        return
+    if not results and RUN_VERDICT not in config.stash:  # a run interrupted before any cell
+        return                                           # finished still has its verdict
     run = summarize(run_dir.name, results, config.stash.get(SUITE_VERDICTS, {}),
                     samples_note(run_dir), effective_rows(config, results),
                     config.stash.get(RUN_VERDICT, None))

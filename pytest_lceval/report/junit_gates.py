@@ -62,8 +62,8 @@ def verdict_reports(verdict: RunVerdict) -> list[pytest.TestReport]:
 
 
 @pytest.hookimpl
-def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 verdict: RunVerdict) -> None:
+def pytest_lceval_verdict_reports(config: pytest.Config, run_dir: Path,
+                                  verdict: RunVerdict) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return

@@ -14,6 +14,8 @@ reports, with the measurements that ``record_property`` attached to them.
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -23,8 +25,9 @@ import pytest
 
 from ..foundation.workers import worker_id
 from ..models.options import LoadOptions
-from ..models.registry import window_hint
+from ..models.registry import unscaled_positions, window_hint
 from ..results.cells import RUN_DIR
+from ..run.data_check import fallback_lines
 from ..run.plan import (
     PlannedCell,
     RunTracker,
@@ -150,10 +153,27 @@ class RunProgress:
         settings = self.config.stash[SETTINGS]
         if settings.ref_tokenizer is not None:
             return None
-        options = LoadOptions(settings.chat_template, settings.dtype, settings.device,
-                              serving=serving_options(self.config),
-                              model_args=settings.model_args, window=settings.window)
-        return window_hint(settings.model, options)
+        return window_hint(settings.model, self._options())
+
+    def _options(self) -> LoadOptions:
+        settings = self.config.stash[SETTINGS]
+        return LoadOptions(settings.chat_template, settings.dtype, settings.device,
+                           serving=serving_options(self.config), model_args=settings.model_args,
+                           window=settings.window)
+
+    def _window_warning(self) -> list[str]:
+        """A ``--lceval-window`` above the positions of a model whose RoPE is not scaled: a
+        choice one may mean (to see it fail past them), so a warning, not an error."""
+        settings = self.config.stash[SETTINGS]
+        positions = unscaled_positions(settings.model, self._options())
+        if positions is None or settings.window is None:
+            return []
+        factor = math.ceil(10 * settings.window / positions) / 10
+        scaling = json.dumps({"rope_type": "yarn", "factor": factor}, separators=(",", ":"))
+        return [f"lceval: warning: --lceval-window {settings.window} is above the {positions:,} "
+                f"positions of {settings.model}, whose RoPE is not scaled: cells past "
+                f"{positions:,} tokens measure positions it was not trained on; scale it (e.g. "
+                f"--lceval-model-args 'rope_scaling={scaling}') or lower --lceval-window"]
 
     def _announce(self) -> None:
         """The plan line, then the status line; under xdist at the first test's start, after
@@ -161,9 +181,16 @@ class RunProgress:
         if self.tracker is not None and not self.announced:
             self.announced = True
             suites = suites_of(self.config)
-            for name in sorted({cell.suite for cell in self.tracker.plan.values()}):
-                for line in suites[name].header() if name in suites else ():
+            plan = self.tracker.plan.values()
+            names = [name for name in sorted({cell.suite for cell in plan}) if name in suites]
+            for name in names:
+                for line in suites[name].header():
                     self.board.log(line)
+            fallbacks = {name: suites[name].fallbacks({c.task for c in plan if c.suite == name})
+                         for name in names}
+            for line in [*fallback_lines(self.config.stash[SETTINGS].data_source(), fallbacks),
+                         *self._window_warning()]:
+                self.board.log(line)
             self.board.log(self.tracker.plan_line())
             for line in self.plan_lines:
                 self.board.log(line)

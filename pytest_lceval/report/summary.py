@@ -23,6 +23,7 @@ from ..results.cells import CellResult, Judgement
 from ..results.sample_log import SAMPLES_DIR, logged
 from ..results.score_metric import range_text
 from ..results.whole_file import write_whole
+from ..verdicts.baseline.pooled import regressions
 from ..verdicts.effective.length import EffectiveRow
 from ..verdicts.effective.rows import effective_rows
 from ..verdicts.verdict import INCOMPLETE, GateResult, RunVerdict, decide
@@ -347,16 +348,35 @@ def interval(row: DeltaRow) -> str:
 
 def comparison_headline(summary: RunSummary, suite: str | None = None,
                         code: bool = True) -> str:
-    """'3 regressed against `base`' (and how many cells could not be paired); '' without a
-    baseline. ``code`` quotes the name as markdown code."""
+    """'2 regressed against `base` (recall: niah_single_1, vt)': what the comparison's gates
+    found regressed (a suite's tasks, or the suite as a whole), whatever the cells' own rows
+    say, and how many cells could not be paired; '' without a baseline. ``code`` quotes the
+    name as markdown code."""
     if not summary.baseline:
         return ""
-    rows = [d for d in summary.deltas if suite is None or d.suite == suite]
-    regressed = sum(d.status == "regressed" for d in rows)
-    unpaired = sum(d.failing and d.status != "regressed" for d in rows)
+    found = gate_regressions(summary, suite)
+    unpaired = sum(d.failing and d.status != "regressed" for d in summary.deltas
+                   if suite is None or d.suite == suite)
     name = f"`{summary.baseline}`" if code else summary.baseline
-    text = f"{regressed} regressed against {name}"
+    named = "; ".join(f"{where}: {', '.join(tasks)}" if tasks else where
+                      for where, tasks in sorted(found.items()))
+    text = f"{regressed_count(found)} regressed against {name}" + \
+        (f" ({named})" if named else "")
     return text + (f" ({unpaired} could not be compared)" if unpaired else "")
+
+
+def gate_regressions(summary: RunSummary,
+                     suite: str | None = None) -> dict[str, tuple[str, ...]]:
+    """What the comparison's gates found regressed (``pooled.regressions``), in ``suite`` or
+    in every suite."""
+    return {name: tasks for name, tasks in regressions(summary.gates).items()
+            if suite is None or name == suite}
+
+
+def regressed_count(found: Mapping[str, tuple[str, ...]]) -> int:
+    """The suites and tasks ``gate_regressions`` found: a suite counts as its tasks, or as
+    one when it regressed as a whole."""
+    return sum(len(tasks) or 1 for tasks in found.values())
 
 
 def headline(summary: RunSummary, marks: bool = True, code: bool = True) -> str:
@@ -492,7 +512,7 @@ def _comparison_markdown(summary: RunSummary) -> list[str]:
     """Regressions first, then improvements, then inconclusive changes; unchanged cells are
     only counted."""
     shown = shown_deltas(summary.deltas)
-    lines = [f"**{comparison_headline(summary)}:** {delta_counts(summary.delta_counts)}"]
+    lines = [f"**{comparison_headline(summary)}.** Cells: {delta_counts(summary.delta_counts)}"]
     header = ["", "| cell | metric | baseline | now | Δ (95% CI) | p | detectable drop | "
                   "status |", "|---|---|--:|--:|--:|--:|--:|---|"]
     if shown:
@@ -527,7 +547,7 @@ def to_json(summary: RunSummary, results: list[CellResult]) -> dict[str, Any]:
     data = asdict(summary)
     verdict = summary.verdict
     data["verdict"] = {"selected": verdict.selected, "not_run": verdict.not_run,
-                       "stopped": verdict.stopped}
+                       "stopped": verdict.stopped, "lost": list(verdict.lost)}
     data["gates"] = [{"suite": gate.suite, "status": gate.status, **asdict(gate.judgement)}
                      for gate in summary.gates]
     data["ok"] = summary.ok
@@ -582,10 +602,10 @@ RUN_SUMMARY = pytest.StashKey[RunSummary]()
 
 
 @pytest.hookimpl
-def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 results: list[CellResult],
-                                 suite_verdicts: dict[str, list[Judgement]],
-                                 verdict: RunVerdict) -> None:
+def pytest_lceval_verdict_reports(config: pytest.Config, run_dir: Path,
+                                  results: list[CellResult],
+                                  suite_verdicts: dict[str, list[Judgement]],
+                                  verdict: RunVerdict) -> None:
     config.stash[RUN_SUMMARY] = write_summary(
         run_dir, results, suite_verdicts, effective_rows(config, results), verdict,
         [lambda r: config.hook.pytest_lceval_finding(result=r)],

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..fetch.catalog import Release
-from ..foundation.data import DataError, DataSource
+from ..foundation.data import DataError, DataSource, Fallbacks
 from .generation_suite import GenerationSuite, NeedsData
 from .suite import Suite
 
@@ -83,3 +83,24 @@ def _hint(root: Path, expected: list[str]) -> str:
     shown = ", ".join(entries[:SHOWN]) + (", ..." if len(entries) > SHOWN else "")
     return (f"; it holds {shown or 'nothing'}: give the folder that holds them (--lceval-fetch "
             f"downloads them)")
+
+
+def fallback_lines(data: DataSource, fallbacks: Mapping[str, Fallbacks]) -> list[str]:
+    """A line for each suite (``fallbacks``: what the run's cells of each read in place of a
+    missing folder) whose cells run on offline fixtures because the data folders given lack
+    what they read, naming those folders: with --lceval-data one level too deep, recall ran on
+    the self-made essays without a word. None without a data folder: the header's ``data=``
+    says then that the whole run reads the fixtures."""
+    looked = " and ".join(f"{folder} ({option})" for folder, option in (
+        (data.root, "--lceval-data"), (data.fetched, "--lceval-fetch")) if folder is not None)
+    if not looked:
+        return []
+    lines = []
+    for suite, pairs in fallbacks.items():
+        lacking = [(folder, instead) for folder, instead in pairs if data.folder(folder) is None]
+        if lacking:
+            said = ", ".join(f"no {folder}/ ({instead})" for folder, instead in lacking)
+            wanted = ", ".join(f"{folder}/" for folder, _ in lacking)
+            lines.append(f"lceval: {suite} runs on offline fixtures: {looked} has {said}; "
+                         f"give --lceval-data the folder that holds {wanted}")
+    return lines

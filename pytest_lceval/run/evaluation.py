@@ -192,12 +192,8 @@ class Evaluator:
         return ""
 
     def new_result(self, nodeid: str, cell: Cell, source: str) -> CellResult:
-        return CellResult(
-            nodeid=nodeid, suite=cell.suite, task=cell.task, length=cell.length,
-            depth=cell.depth, extra=cell.axes(), model=self.settings.model,
-            fingerprint=self.model.fingerprint, seed=self.settings.seed, source=source,
-            context_window=self.model.context_window, model_args=self.settings.model_args,
-        )
+        return cell_result(nodeid, cell, self.settings, source, self.model.fingerprint,
+                           self.model.context_window)
 
     def log_cases(self, result: CellResult, cases: Sequence[dict[str, Any]]) -> None:
         """Under --lceval-log-samples, write every case of the cell (``sample_log``) and name
@@ -213,3 +209,14 @@ class Evaluator:
             if need.key not in self._evidence:
                 self._evidence[need.key] = need.measure(self)
         return {need.key: self._evidence[need.key] for need in needs}
+
+
+def cell_result(nodeid: str, cell: Cell, settings: Settings, source: str,
+                fingerprint: str = "", context_window: int = 0) -> CellResult:
+    """A new result of ``cell`` in this run, before anything is measured; a cell whose test
+    failed before its model was loaded knows no fingerprint or window."""
+    return CellResult(
+        nodeid=nodeid, suite=cell.suite, task=cell.task, length=cell.length, depth=cell.depth,
+        extra=cell.axes(), model=settings.model, fingerprint=fingerprint, seed=settings.seed,
+        source=source, context_window=context_window, model_args=settings.model_args,
+    )

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
 from ..foundation.criterion import VerdictPolicy
-from ..foundation.data import DataSource
+from ..foundation.data import DataSource, Fallbacks
 from ..foundation.grid import Cell
 from ..foundation.measurement import Measurement
 from ..models.reference_tokenizer import ReferenceLengthWarning, ReferenceTokenizer
@@ -46,6 +46,15 @@ class NeedsData(Protocol):
         """None when ``data`` has what the task reads; else what is missing and where to put
         it, in a few words."""
         ...
+
+
+@runtime_checkable
+class FallsBack(Protocol):
+    """A task that reads offline fixtures where the data directory lacks a folder (recall's
+    essay haystacks, 100-LongBench's articles)."""
+
+    @property
+    def fallbacks(self) -> Fallbacks: ...
 
 
 @runtime_checkable
@@ -118,6 +127,11 @@ class GenerationSuite(Suite):
             for length in settings.lengths
             for depth in (settings.depths if task.uses_depth else (None,))
         ]
+
+    def fallbacks(self, tasks: Collection[str]) -> Fallbacks:
+        readers = [task for name, task in self.tasks.items()
+                   if name in tasks and isinstance(task, FallsBack)]
+        return tuple(dict.fromkeys(pair for task in readers for pair in task.fallbacks))
 
     def missing_data(self, settings: Settings) -> dict[str, str]:
         """Tasks of the suite whose data the data directory lacks, and what they need: they

@@ -6,7 +6,6 @@ says how full the engine's batches were, which is what ``--lceval-batch-size`` a
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,11 +27,6 @@ READ = "read_from_store"
 """A cell's metric: its cases whose answers earlier runs stored."""
 FOLDER = "model-usage"
 FIELDS = ("requests", "batches", "reused", "seconds")
-
-
-def clear_usage(run_dir: Path) -> None:
-    """Forget the counts an earlier run left in a run folder that this run reuses."""
-    shutil.rmtree(run_dir / FOLDER, ignore_errors=True)
 
 
 def write_usage(run_dir: Path, role: str, calls: CallCounter) -> None:

@@ -17,10 +17,11 @@ cell with its one line, and the run goes on.
 
 from __future__ import annotations
 
+import json
 import os
-import tempfile
 import time
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from ..foundation.data import DataError
 from ..models.options import RequestFailed
 from ..models.reference_tokenizer import ReferenceTokenizerError, check_reference
 from ..models.registry import LoadOptions, MissingDependencyError, ModelUnavailable, check_model
-from ..results.cells import RUN_DIR
+from ..results.cells import RESULTS_FILE, RUN_DIR
 from ..results.sample_log import SAMPLES_DIR
 from ..results.whole_file import OutOfSpace
 from ..settings import SETTINGS, lookup, serving_options
@@ -41,6 +42,7 @@ from .model_usage import RUN_STARTED
 from .progress import log_seconds
 from .selection import check_task_names, known_task_names
 from .suite import suites_of
+from .writable import REPORT_FILES, check_report_file, check_writable
 
 DATA_LINES = pytest.StashKey[list[str]]()
 """The header's line about an explicit --lceval-data that lacks some suites' folders."""
@@ -84,8 +86,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # The store checks its own folder; the run folder is made now, before xdist's workers
     # are told where it is, and removed at the end if the run wrote nothing in it.
     config.stash[RUN_DIR], config.stash[MADE_FOLDERS] = claim_run_dir(
-        config.stash[RUN_DIR], reuse=settings.run_name is not None)
-    if settings.log_samples:  # a reused run folder may hold anything under that name
+        config.stash[RUN_DIR], named=settings.run_name is not None,
+        mark=RunMark(os.getpid(), config.stash[RUN_STARTED], settings.model))
+    if settings.log_samples:  # a folder named with --lceval-run may hold anything under that name
         check_writable(config.stash[RUN_DIR] / SAMPLES_DIR, "--lceval-log-samples",
                        "move it away or name another run folder with --lceval-run")
     if lookup(config, "lceval_model")[0] is None and not settings.model_args:
@@ -101,19 +104,58 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"pytest-lceval: --model={settings.model}: {exc}") from None
 
 
-def claim_run_dir(folder: Path, reuse: bool) -> tuple[Path, list[Path]]:
-    """Make this run's folder, one no other run writes in: a folder named with --lceval-run is
-    this run's to reuse, but a timed one that exists already (another run started in the same
-    second) is left to that run, and this one takes the next free ``-2``, ``-3``... Created
-    exclusively, so two runs starting together never get one folder. Returns the folder and
-    the folders made for it, outermost first."""
+RUN_MARK = ".lceval-run"
+"""The file that claims a run folder for one run (made exclusively, kept with its results): a
+second run naming the folder, at once or later, is refused rather than mixing its cells in."""
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """Which run holds a folder, in the words of the refusal a second run gets."""
+
+    pid: int
+    started: float
+    model: str
+
+    def text(self) -> str:
+        return json.dumps({"pid": self.pid, "started": self.started, "model": self.model})
+
+    @classmethod
+    def read(cls, path: Path) -> RunMark | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(int(data["pid"]), float(data["started"]), str(data["model"]))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def said(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
+        return f"the run of {self.model} started {when} (process {self.pid})"
+
+
+def claim_run_dir(folder: Path, named: bool, mark: RunMark) -> tuple[Path, list[Path]]:
+    """Make this run's folder, one no other run writes in, and mark it as this run's. A timed
+    folder that exists already (another run started in the same second) is left to that run,
+    and this one takes the next free ``-2``, ``-3``...; a folder named with --lceval-run that
+    holds another run (finished, or being written) is refused in one line: its name is where
+    the user reads this run's reports, so a suffix would leave them reading the other run's.
+    Claimed exclusively, so two runs starting together never get one folder. Returns the folder
+    and the folders made for it, outermost first."""
     check_writable(folder, "--lceval-out")
     made = [path for path in reversed(folder.parents) if not path.exists()]
     folder.parent.mkdir(parents=True, exist_ok=True)
-    if reuse:
+    if named:
         if not folder.exists():
             made.append(folder)
         folder.mkdir(exist_ok=True)
+        results = (folder / RESULTS_FILE).exists()
+        if results or not _claim(folder, mark):
+            held = RunMark.read(folder / RUN_MARK)
+            said = held.said() if held else "the results of another run" if results else \
+                "another run"
+            raise pytest.UsageError(
+                f"pytest-lceval: --lceval-run {folder.name}: {folder} holds {said}; a run folder "
+                f"holds one run: name another with --lceval-run (or remove that folder)")
         return folder, made
     number = 1
     while True:
@@ -123,12 +165,36 @@ def claim_run_dir(folder: Path, reuse: bool) -> tuple[Path, list[Path]]:
         except FileExistsError:
             number += 1
         else:
+            _claim(candidate, mark)
             return candidate, [*made, candidate]
 
 
-def release_run_dir(made: list[Path]) -> None:
-    """Remove the folders ``claim_run_dir`` made that the run left empty (a pytest run that ran
-    no lceval cell), innermost first."""
+def _claim(folder: Path, mark: RunMark) -> bool:
+    """Write the folder's mark unless another run's is there. A disk too full to hold it
+    leaves the folder unmarked: the run stops at its first result, saying the disk is full."""
+    path = folder / RUN_MARK
+    try:
+        handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    try:
+        os.write(handle, mark.text().encode("utf-8"))
+    except OSError:
+        path.unlink(missing_ok=True)
+    finally:
+        os.close(handle)
+    return True
+
+
+def release_run_dir(run_dir: Path, made: list[Path]) -> None:
+    """A run that wrote no results (a pytest run that ran no lceval cell, or one stopped
+    before its first) leaves the folder to the next: its mark is removed, then the folders
+    ``claim_run_dir`` made that are left empty, innermost first."""
+    if (run_dir / RESULTS_FILE).exists():
+        return
+    (run_dir / RUN_MARK).unlink(missing_ok=True)
     for folder in reversed(made):
         try:
             folder.rmdir()
@@ -142,40 +208,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """tryfirst: pytest-html makes the folder of ``--html`` in its own configure, and below a
-    file fails there with an INTERNALERROR; checked before, as ``--lceval-out`` is. The run's
-    start is noted (the controller's, on a worker)."""
+    """tryfirst: pytest-html makes the folder of ``--html`` in its own configure; each report
+    file is checked before, as ``--lceval-out`` is. The run's start is noted (the controller's,
+    on a worker)."""
     workerinput = getattr(config, "workerinput", {})
     config.stash[RUN_STARTED] = float(workerinput.get("lceval_run_started", time.time()))
-    html_path = config.getoption("htmlpath", None)
-    if html_path and not hasattr(config, "workerinput"):
-        page = Path(os.path.expandvars(html_path)).expanduser().absolute()
-        check_writable(page.parent, "--html")
+    if hasattr(config, "workerinput"):
+        return
+    for dest, (option, name) in REPORT_FILES.items():
+        path = config.getoption(dest, None)
+        if path:
+            check_report_file(Path(os.path.expandvars(path)).expanduser().absolute(), option,
+                              name)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """An xdist worker counts the run from its controller's start."""
     node.workerinput["lceval_run_started"] = node.config.stash[RUN_STARTED]
-
-
-def check_writable(folder: Path, option: str, fix: str | None = None) -> None:
-    """The folder exists or can be made, and a file can be written in it: probed in the nearest
-    existing ancestor with a temporary file, so that the check creates nothing. ``fix`` says
-    what to do (by default: point the option at a writable folder)."""
-    existing = next(path for path in (folder, *folder.parents) if path.exists())
-    problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is a file, not a folder"
-    else:
-        try:
-            with tempfile.TemporaryFile(dir=existing):
-                pass
-        except OSError as exc:
-            problem = f"cannot write in {existing} ({exc.strerror or exc})"
-    if problem:
-        raise pytest.UsageError(f"pytest-lceval: {option}: {folder} cannot be written: {problem}; "
-                                f"{fix or f'point {option} at a writable folder'}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -203,12 +253,14 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]
         return (yield)
     except OutOfSpace as exc:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"pytest-lceval: {exc}", red=True)
+        message = f"pytest-lceval: {exc}"
+        if reporter is not None and session.shouldstop != message:  # not said by the stop
+            reporter.write_line(message, red=True)
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    release_run_dir(config.stash.get(MADE_FOLDERS, []))
+    if MADE_FOLDERS in config.stash:  # this process claimed the folder
+        release_run_dir(config.stash[RUN_DIR], config.stash[MADE_FOLDERS])

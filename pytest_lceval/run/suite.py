@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..foundation.criterion import VerdictPolicy
+from ..foundation.data import ESSAY_FOLDER, Fallbacks
 from ..foundation.grid import Cell
 from ..foundation.measurement import Measurement
 from ..results.cells import CellResult
@@ -83,7 +84,7 @@ class Suite(ABC):
 
     def source(self, evaluator: Evaluator) -> str:
         """Where the suite's text comes from, until measuring says otherwise."""
-        return evaluator.data.origin("pg_essays")
+        return evaluator.data.origin(ESSAY_FOLDER)
 
     def metric_for(self, task: str) -> ScoreMetric:
         """The metric of ``task``'s cell scores, which every result names."""
@@ -126,6 +127,11 @@ class Suite(ABC):
     def header(self) -> list[str]:
         """Start-up lines, printed before the run's plan when the suite has cells in it."""
         return []
+
+    def fallbacks(self, tasks: Collection[str]) -> Fallbacks:
+        """What the cells of ``tasks`` read from the offline fixtures where the data directory
+        lacks a folder (``Fallbacks``); the start-up lines say each one that is missing."""
+        return ()
 
     def summarize(self, run_dir: Path, results: list[CellResult]) -> list[str]:
         """Write the suite's session reports from its cells' results (on the controller, once);

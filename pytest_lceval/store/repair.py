@@ -2,15 +2,18 @@
 
 Run once per pytest run, by the controller, before any process opens the store. A path that
 cannot hold a store (a folder, a read-only file or folder, a path under a regular file, another
-program's database) is the user's to fix: ``StoreUsageError``. A damaged file (not SQLite,
-truncated, garbage over some pages) is the tool's to fix: it is moved aside, kept for the user,
-and every row SQLite can still read, and whose checksum holds, is copied into a new store. The
-copy reads every table leaf page of the file row by row, so a bad page costs only the rows on
-it, and a lost interior page (or the tail of a truncated file) costs no rows on other pages.
+program's database, a file that is no SQLite file at all: a saved baseline, any JSON or text)
+is the user's to fix: ``StoreUsageError``, and the file stays as it is. A damaged store (a
+SQLite file truncated, or with garbage over some pages) is the tool's to fix: it is moved
+aside, kept for the user, and every row SQLite can still read, and whose checksum holds, is
+copied into a new store. The copy reads every table leaf page of the file row by row, so a bad
+page costs only the rows on it, and a lost interior page (or the tail of a truncated file)
+costs no rows on other pages.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -23,6 +26,8 @@ from filelock import FileLock
 from .database import Store, decoded, is_damage, lock_path
 
 HEADER = b"SQLite format 3\x00"
+PEEK = 4096
+"""Bytes read to tell what a file that is not SQLite holds instead."""
 TABLES = ("answers", "shared")
 TABLE_LEAF = b"\x0d"
 """The first byte of a table b-tree leaf page."""
@@ -87,8 +92,10 @@ def _damage(path: Path) -> str | None:
     if not path.exists() or path.stat().st_size == 0:
         return None  # SQLite makes a new store of an empty file
     with open(path, "rb") as file:
-        if file.read(len(HEADER)) != HEADER:
-            return "not a SQLite database"
+        start = file.read(PEEK)
+    if not start.startswith(HEADER):
+        raise StoreUsageError(f"{path} {_what_it_holds(start)}, not a pytest-lceval store; give "
+                              f"--lceval-store the store's own file, or a new file path")
     db = sqlite3.connect(path)
     try:
         problems = [row[0] for row in db.execute("PRAGMA integrity_check(1)")]
@@ -100,6 +107,21 @@ def _damage(path: Path) -> str | None:
     finally:
         db.close()
     return None if problems == ["ok"] else " ".join(problems[0].split())
+
+
+def _what_it_holds(start: bytes) -> str:
+    """The file, by its first bytes: JSON (a saved baseline given as the store: its 'format'
+    says so), text, or bytes of some other kind."""
+    try:
+        text = start.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.end < len(start):  # not a character cut by the end of what was read
+            return f"is not a SQLite file (it begins with bytes {start[:8].hex(' ')})"
+        text = start[:exc.start].decode("utf-8")
+    if text.lstrip().startswith(("{", "[")):
+        found = re.search(r'"format"\s*:\s*"([^"]{1,60})"', text)
+        return f"holds JSON ({found.group(1)})" if found else "holds JSON"
+    return "is a text file"
 
 
 def _check_ours(path: Path) -> None:

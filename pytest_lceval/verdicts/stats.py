@@ -321,14 +321,22 @@ def minimum_detectable_drop(sd: float, n: int, alpha: float = ALPHA,
     return float(max(spread, fewest / n))
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
+def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
     """Holm's step-down adjusted p-values, in the order given: the family's error rate stays at
-    alpha when each is compared with alpha. A NaN p (nothing to test) counts as 1."""
-    order = sorted(range(len(p_values)), key=lambda i: _finite_p(p_values[i]))
+    alpha when each is compared with alpha, whatever the tests' dependence. With ``weights``,
+    Holm's weighted procedure (1979): a hypothesis starts with its weight's share of alpha, and
+    each one rejected hands its share on to the others in proportion to their weights (a
+    closed test of weighted Bonferroni tests); equal weights are the plain procedure. A NaN p
+    (nothing to test) counts as 1."""
+    shares = [1.0] * len(p_values) if weights is None else [float(w) for w in weights]
+    if len(shares) != len(p_values) or any(share <= 0 for share in shares):
+        raise ValueError("Holm's weights: one positive weight per p-value")
+    order = sorted(range(len(p_values)), key=lambda i: _finite_p(p_values[i]) / shares[i])
     adjusted = [1.0] * len(p_values)
     running = 0.0
     for rank, index in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * _finite_p(p_values[index])))
+        left = sum(shares[i] for i in order[rank:])  # the weight of those not yet rejected
+        running = max(running, min(1.0, left / shares[index] * _finite_p(p_values[index])))
         adjusted[index] = running
     return adjusted
 

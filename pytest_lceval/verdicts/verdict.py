@@ -8,10 +8,14 @@ under a green badge, an interrupted run reported as passed). Now they only rende
 A run is one of three outcomes:
 
 - ``passed``: every selected cell ran, none failed, every suite gate passed;
-- ``failed``: a cell or a suite gate failed (``reasons`` says which);
+- ``failed``: a cell or a suite gate failed (``reasons`` says which); a cell whose test raised
+  before it was judged (a server's HTTP 500, a store that cannot write) is a failed cell
+  (``run/errored.py``), never one left out;
 - ``incomplete``: the run stopped before its end (Ctrl-C, SIGTERM, ``-x``, a lost xdist worker)
-  and selected cells never ran. Never green, whatever the cells that did run say: a verdict on
-  part of the grid is not a verdict on the grid.
+  and selected cells never ran, or a signal came before the verdict was decided (Ctrl-C while
+  the reports were written). Never green, whatever the cells that did run say: a verdict on
+  part of the grid is not a verdict on the grid. It exits 2 whatever pytest's own status
+  (``-x`` ends pytest's run with 1).
 
 Suite gates come from one list: every ``pytest_lceval_suite_verdict`` hook's judgements, for
 every suite the session knows (those without cells too, so that a gate asked for a suite that
@@ -31,6 +35,10 @@ from ..results.cells import CellResult, Judgement
 PASSED = "passed"
 FAILED = "failed"
 INCOMPLETE = "incomplete"
+EXIT_STATUS = {PASSED: pytest.ExitCode.OK, FAILED: pytest.ExitCode.TESTS_FAILED,
+               INCOMPLETE: pytest.ExitCode.INTERRUPTED}
+LOST_SHOWN = 3
+"""Lost tests the reasons name before 'and N more'."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,11 @@ class RunVerdict:
     stopped: str = ""
     """Why the run stopped early ('interrupted: SIGTERM', pytest's 'stopping after 1
     failures'); '' when it ran to its end."""
+    signalled: bool = False
+    """A signal (Ctrl-C, SIGTERM) reached the run before its verdict was decided: while its
+    cells ran, or while its reports were written."""
+    lost: tuple[str, ...] = ()
+    """Tests whose xdist worker crashed while running them (they are among ``not_run``)."""
 
     @property
     def judged(self) -> int:
@@ -106,7 +119,7 @@ class RunVerdict:
 
     @property
     def outcome(self) -> str:
-        if self.not_run or (self.stopped and not self.selected):
+        if self.not_run or self.signalled or (self.stopped and not self.selected):
             return INCOMPLETE
         if self.failed or self.failed_gates:
             return FAILED
@@ -124,9 +137,14 @@ class RunVerdict:
         then each failed gate by name and suite."""
         reasons = []
         if self.outcome == INCOMPLETE:
-            why = f" ({self.stopped})" if self.stopped else ""
+            notes = [self.stopped] if self.stopped else []
+            if self.lost:
+                more = len(self.lost) - LOST_SHOWN
+                notes.append("lost with a crashed worker: " + ", ".join(self.lost[:LOST_SHOWN])
+                             + (f" and {more} more" if more > 0 else ""))
+            why = f" ({'; '.join(notes)})" if notes else ""
             reasons.append(f"incomplete, {self.not_run} of {self.selected} selected tests not "
-                           f"run{why}" if self.selected else f"incomplete{why}")
+                           f"run{why}" if self.not_run else f"incomplete{why}")
         if self.failed:
             reasons.append(f"{self.failed} of {self.judged} cells failed")
         failed = self.failed_gates
@@ -137,20 +155,21 @@ class RunVerdict:
         return reasons
 
     def exit_status(self, current: int | pytest.ExitCode) -> int | pytest.ExitCode:
-        """pytest's exit status, made to agree: a run that is not green never exits 0
-        (incomplete: 2, as pytest's own interruption; failed: 1)."""
-        if self.ok or current != pytest.ExitCode.OK:
-            return current
-        return pytest.ExitCode.INTERRUPTED if self.outcome == INCOMPLETE \
-            else pytest.ExitCode.TESTS_FAILED
+        """pytest's exit status, made to agree: failed exits at least 1, incomplete at least 2
+        (pytest's own for an interruption), whatever pytest said: ``-x`` and a lost worker end
+        pytest's run with 1. A higher status of pytest's own (an internal or usage error)
+        stands."""
+        own = EXIT_STATUS[self.outcome]
+        return current if int(current) >= int(own) else own
 
 
 def decide(results: list[CellResult], gates: list[GateResult], selected: int = 0,
-           not_run: int = 0, stopped: str = "") -> RunVerdict:
+           not_run: int = 0, stopped: str = "", signalled: bool = False,
+           lost: tuple[str, ...] = ()) -> RunVerdict:
     """The verdict from the cells' outcomes, the suite gates and how far the run got."""
     counts = Counter(r.outcome for r in results)
     return RunVerdict(counts[PASSED], counts[FAILED], counts["skipped"], tuple(gates),
-                      selected, not_run, stopped)
+                      selected, not_run, stopped, signalled, lost)
 
 
 def suite_gates(config: pytest.Config, suites: list[str],

@@ -11,15 +11,13 @@ HELMET's ``from utils import ...`` works) without its top-level names (``utils``
 ``constants``) colliding with another reference's or staying in ``sys.modules`` afterwards.
 
 ``ruler`` imports RULER's generator scripts at either commit the recall suite follows
-(``--lceval-ruler``), copied into a temporary folder: c3f5e3b from the pinned copy, f682453
-(the code that generated HELMET's recall files) from RULER's git history
-(``$LCEVAL_RULER_GIT``, by default ``../.mirror/NVIDIA+RULER/repo`` beside ``../shared``); its
-tests skip with one reason when that history is absent.
+(``--lceval-ruler``), copied into a temporary folder from the reference's copy of that commit:
+c3f5e3b from ``ruler/``, f682453 (the code that generated HELMET's recall files) from
+``ruler-f682453/``.
 
 ``lifelong_notebook`` runs the code cells of Lifelong-ICL's analysis notebook
-(``playground/analysis_niath.ipynb``, where its pass/fail verdict lives) at the pinned commit,
-read from Lifelong-ICL's git history (``$LCEVAL_LIFELONG_GIT``, by default
-``../.mirror/INK-USC+Lifelong-ICL/repo``): the pinned copy holds its code but not the notebook.
+(``lifelong_icl/playground/analysis_niath.ipynb``, where its pass/fail verdict lives) at the
+pinned commit.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,7 +35,7 @@ import datasets
 import pytest
 from conformance_tally import NOT_CONFIGURED
 
-from pytest_lceval.benchmarks.ruler.common import RULER_CODES
+from pytest_lceval.benchmarks.ruler.common import HELMET_RULER, RULER_CODES
 from pytest_lceval.models.presets import preset_directory
 
 CONFIGURED = os.environ.get("LCEVAL_REFERENCE")
@@ -48,20 +45,15 @@ REFERENCE = Path(CONFIGURED or Path(__file__).resolve().parents[3] / "shared" / 
 (``../shared/reference/README.md``)."""
 ABSENT = (f"{NOT_CONFIGURED} ($LCEVAL_REFERENCE is unset and {REFERENCE} is absent: clone the "
           f"pinned commits listed in docs/fidelity.md there, or set $LCEVAL_REFERENCE)")
-RULER_GIT = Path(os.environ.get("LCEVAL_RULER_GIT")
-                 or REFERENCE.parents[1] / ".mirror" / "NVIDIA+RULER" / "repo")
-"""A git repository of NVIDIA/RULER with its history (bare or not)."""
-LIFELONG_GIT = Path(os.environ.get("LCEVAL_LIFELONG_GIT")
-                    or REFERENCE.parents[1] / ".mirror" / "INK-USC+Lifelong-ICL" / "repo")
-"""A git repository of INK-USC/Lifelong-ICL with the pinned commit (bare or not)."""
-PINNED_LIFELONG = "6ff2c253aed6846a737b667f9f7902fb77c32ca9"
-NOTEBOOK = "playground/analysis_niath.ipynb"
+NOTEBOOK = "lifelong_icl/playground/analysis_niath.ipynb"
+"""Lifelong-ICL's analysis notebook at the pinned commit (``../shared/reference/README.md``)."""
 NOTEBOOK_FUNCTIONS = ("sign", "get_loc", "get_one_matrix")
 """What the notebook defines for its pass/fail heatmap (its other cells read results and plot)."""
 NEW_FILES = {"scripts/data/manifest_utils.py"}
-"""Scripts RULER added after 2024 (its 2024 scripts import NeMo's instead)."""
-PINNED_RULER = RULER_CODES[1]
-"""The commit of ``../shared/reference/ruler``."""
+"""Scripts RULER added after 2024, so absent from HELMET's commit (its scripts import NeMo's
+instead)."""
+RULER_FOLDERS = dict(zip(RULER_CODES, ("ruler-f682453", "ruler"), strict=True))
+"""The reference's folder holding each RULER commit's scripts."""
 RULER_SCRIPTS = ("scripts/data/tokenizer.py", "scripts/data/manifest_utils.py",
                  "scripts/data/synthetic/constants.py",
                  "scripts/data/synthetic/niah.py", "scripts/data/synthetic/variable_tracking.py",
@@ -204,23 +196,19 @@ def ruler(reference: Callable[..., ModuleType], tmp_path_factory: pytest.TempPat
 
 
 def _copied(commit: str, into: Path) -> Path:
-    """RULER's generator scripts at ``commit`` written into ``into``: the pinned copy's, or
-    those of RULER's git history."""
-    if commit != PINNED_RULER and not (RULER_GIT / "objects").is_dir() \
-            and not (RULER_GIT / ".git").is_dir():
-        pytest.skip(f"RULER's git history is not at {RULER_GIT}: clone "
-                    f"https://github.com/NVIDIA/RULER there (or set $LCEVAL_RULER_GIT) to "
-                    f"compare with commit {commit}, which generated HELMET's recall files")
+    """RULER's generator scripts at ``commit`` written into ``into`` from the reference's copy
+    of that commit; a script the copy lacks fails the test in one line naming it."""
+    folder = REFERENCE / RULER_FOLDERS[commit]
     for path in RULER_SCRIPTS:
-        if commit == PINNED_RULER:
-            text = (REFERENCE / "ruler" / path).read_text()
-        elif path in NEW_FILES:
-            continue
-        else:
-            text = subprocess.run(["git", "-C", str(RULER_GIT), "show", f"{commit}:{path}"],
-                                  capture_output=True, text=True, check=True).stdout
+        source = folder / path
+        if not source.is_file():
+            if path in NEW_FILES and commit == HELMET_RULER:
+                continue
+            pytest.fail(f"{source} is missing: the conformance layer reads RULER {commit}'s "
+                        f"scripts from it; restore the pinned copy (docs/fidelity.md)",
+                        pytrace=False)
         (into / path).parent.mkdir(parents=True, exist_ok=True)
-        (into / path).write_text(text)
+        (into / path).write_text(source.read_text())
     (into / WORD_LIST).parent.mkdir(parents=True, exist_ok=True)
     (into / WORD_LIST).write_text("{}")
     return into
@@ -230,20 +218,15 @@ def _copied(commit: str, into: Path) -> Path:
 def lifelong_notebook(reference: Callable[..., ModuleType]) -> SimpleNamespace:
     """The functions of Lifelong-ICL's analysis notebook at the pinned commit, run from its code
     cells (with pandas, numpy and os, which its first cell imports along with matplotlib)."""
-    if not (LIFELONG_GIT / "objects").is_dir() and not (LIFELONG_GIT / ".git").is_dir():
-        pytest.skip(f"Lifelong-ICL's git history is not at {LIFELONG_GIT}: clone "
-                    f"https://github.com/INK-USC/Lifelong-ICL there (or set "
-                    f"$LCEVAL_LIFELONG_GIT) to run the verdict of its analysis notebook")
+    notebook = REFERENCE / NOTEBOOK
+    if not notebook.is_file():
+        pytest.fail(f"{notebook} is missing: the conformance layer runs Task Haystack's verdict "
+                    f"from it; restore the pinned copy (docs/fidelity.md)", pytrace=False)
     import numpy
     import pandas
 
-    shown = subprocess.run(["git", "-C", str(LIFELONG_GIT), "show",
-                            f"{PINNED_LIFELONG}:{NOTEBOOK}"], capture_output=True, text=True)
-    if shown.returncode:
-        pytest.fail(f"{LIFELONG_GIT} lacks {NOTEBOOK} at {PINNED_LIFELONG}: fetch the "
-                    f"repository's history", pytrace=False)
     namespace: dict[str, Any] = {"pd": pandas, "np": numpy, "os": os}
-    for cell in json.loads(shown.stdout)["cells"]:
+    for cell in json.loads(notebook.read_text())["cells"]:
         source = "".join(cell["source"])
         if cell["cell_type"] == "code" and any(f"{name} =" in source or f"def {name}(" in source
                                                for name in NOTEBOOK_FUNCTIONS):

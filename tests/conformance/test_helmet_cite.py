@@ -137,14 +137,9 @@ def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], smollm2: HFT
     cases = task.build(Cell("cite", name, length, None, ROWS), context)
     assert {case.meta["source"] for case in cases} == \
         {"data:alce" if data == "alce" else "substitute:nq_oracle"}
-    differing = []
-    for case in cases:
-        theirs = helmet_prompt(helmet, smollm2, monkeypatch, tmp_path, task.kind, case, length,
-                               template)
-        if theirs != case.prompt:
-            differing.append((case.index, theirs, case.prompt))
-    assert not differing, differing[0]
-    conformance.record("HELMET load_alce", "prompts", len(cases), len(cases) - len(differing))
+    conformance.compare("HELMET load_alce", "prompts", [
+        (case.prompt, helmet_prompt(helmet, smollm2, monkeypatch, tmp_path, task.kind, case,
+                                    length, template), case.index) for case in cases])
 
 
 def selection_agreement(helmet: tuple[ModuleType, ModuleType], smollm2: HFText,
@@ -198,5 +193,5 @@ def test_questions_and_demonstrations_are_the_ones_helmet_chooses(
     demonstrations.)"""
     compared, identical = selection_agreement(helmet, smollm2, monkeypatch, tmp_path, alce_150,
                                               kind, 100)
-    assert identical == compared
     conformance.record("HELMET load_alce", "prompts", compared, identical)
+    assert identical == compared

@@ -96,16 +96,19 @@ def test_prompts_are_helmets_byte_for_byte(
     by_shots: dict[int, list[int]] = defaultdict(list)
     for index, case in enumerate(cases):
         by_shots[case.meta["shots"]].append(index)
+    prompts, checked = [], []
     for shots, indices in by_shots.items():
         data = helmet_icl(helmet, name, shots, SAMPLES)
         rows = [dict(row) for row in data["data"]]
         assert len(rows) == len(cases)
         for index in indices:
             text, ids = helmet_prompt(helmet, rows[index], data, smollm2, length, 20, chat)
-            assert cases[index].prompt == text, f"{name} case {index}, {shots} shots"
-            assert smollm2.prompt_ids(cases[index].prompt) == ids
-            assert cases[index].gold == (rows[index]["answer"],)
-    conformance.record(CATEGORY, "prompts", len(cases), len(cases))
+            prompts.append((cases[index].prompt, text, f"{name} case {index}, {shots} shots"))
+            checked.append(((smollm2.prompt_ids(cases[index].prompt), cases[index].gold),
+                            (ids, (rows[index]["answer"],))))
+    conformance.compare(CATEGORY, "prompts", prompts)
+    for ours, theirs in checked:
+        assert ours == theirs
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["raw", "chat-template"])
@@ -130,16 +133,13 @@ def test_run_test_scores_the_outputs_as_the_project_does(
 
     prompts, results = run_test(helmet, args, smollm2, "", "", output)
     task = icl_task(name)
-    same_shots = 0
-    for case, prompt, text, result in zip(cases, prompts, given, results, strict=True):
-        assert case.gold == (result["answer"],)
-        if case.meta["shots"] == shots:
-            assert case.prompt == prompt
-            same_shots += 1
-        assert task.score(text, case) == float(result["exact_match"]), repr(text)
-    assert same_shots >= 20
-    conformance.record(CATEGORY, "prompts", same_shots, same_shots)
-    conformance.record(CATEGORY, "outputs", samples, samples)
+    rows = list(zip(cases, prompts, given, results, strict=True))
+    conformance.compare(CATEGORY, "prompts", [(case.prompt, prompt) for case, prompt, _, _ in rows
+                                              if case.meta["shots"] == shots])
+    conformance.compare(CATEGORY, "outputs", [
+        ((case.gold, task.score(text, case)), ((result["answer"],), float(result["exact_match"])),
+         repr(text)) for case, _, text, result in rows])
+    assert sum(case.meta["shots"] == shots for case in cases) >= 20
 
 
 HUB_ORDERS = {
@@ -208,6 +208,6 @@ def test_gold_integers_follow_the_hubs_class_ids(
     order of the project's own (before: sorted names, 232 of TREC's 500 golds differed) fails
     here. The selection of test inputs is compared too."""
     compared, identical = gold_agreement(helmet, name, monkeypatch, tmp_path)
+    conformance.record(CATEGORY, "outputs", compared, identical)
     assert compared >= 500 or name == "icl_nlu"
     assert identical == compared
-    conformance.record(CATEGORY, "outputs", compared, identical)

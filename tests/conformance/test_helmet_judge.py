@@ -68,18 +68,16 @@ def test_qa_judge_prompt_is_helmets(scripts: tuple[ModuleType, ModuleType], conf
                                     template: bool, helmets_words: dict[str, str]) -> None:
     longqa, _ = scripts
     prefix = "" if template else "Answer:"
-    differing = []
+    prompts = []
     for output in OUTPUTS:
         one = case(ANSWERS, prefix)
         [ask] = helmet.QA.worded(helmets_words).asks(output, one, [])
         theirs = longqa.judge_prompt.format(question=one.meta["question"],
                                             correct_answers=list(ANSWERS),
                                             parsed_output=longqa.parse_output(prefix + output))
-        if ask.prompt != theirs:
-            differing.append((output, ask.prompt, theirs))
-    assert not differing, differing[0]
-    conformance.record("HELMET judge", "prompts", len(OUTPUTS), len(OUTPUTS) - len(differing),
-                       option="--lceval-helmet-judge-prompts")
+        prompts.append((ask.prompt, theirs, output))
+    conformance.compare("HELMET judge", "prompts", prompts,
+                        option="--lceval-helmet-judge-prompts")
 
 
 @pytest.mark.parametrize("template", [True, False])
@@ -95,7 +93,7 @@ def test_summary_judge_prompts_are_helmets(scripts: tuple[ModuleType, ModuleType
     book = "" if rubric == "helmet_summary_legal" else "_book"
     prefix = "" if template else "Summary:"
     expert = "The long expert summary of the case."
-    differing = []
+    prompts = []
     for output in OUTPUTS:
         asks = RUBRICS[rubric].worded(helmets_words).asks(output, case((expert, "short"), prefix),
                                                           KEYPOINTS)
@@ -105,12 +103,9 @@ def test_summary_judge_prompts_are_helmets(scripts: tuple[ModuleType, ModuleType
                   getattr(summ, f"recall_prompt{book}").format(keypoints=listed, summary=text),
                   getattr(summ, f"precision_prompt{book}").format(expert_summary=expert,
                                                                  summary=text)]
-        if [ask.prompt for ask in asks] != theirs:
-            differing.append(output)
-    assert not differing, differing[0]
-    conformance.record("HELMET judge", "prompts", 3 * len(OUTPUTS),
-                       3 * (len(OUTPUTS) - len(differing)),
-                       option="--lceval-helmet-judge-prompts")
+        prompts += [(ask.prompt, want, output) for ask, want in zip(asks, theirs, strict=True)]
+    conformance.compare("HELMET judge", "prompts", prompts,
+                        option="--lceval-helmet-judge-prompts")
 
 
 BEFORE = ["", "Reasoning first.\n", "The answer agrees with the first correct answer.\n\n",
@@ -193,5 +188,5 @@ def test_replies_helmet_scores_score_the_same(scripts: tuple[ModuleType, ModuleT
             continue  # more supported sentences than sentences: the project refuses it
         scored += 1
         differing += ours != theirs
-    assert scored >= 200 and differing == 0
     conformance.record("HELMET judge", "outputs", scored, scored - differing)
+    assert scored >= 200 and differing == 0

@@ -123,8 +123,8 @@ def test_prompts_are_helmets(helmet: tuple[ModuleType, ModuleType], configs: Mod
                              name: str, length: int, template: bool) -> None:
     compared, identical = prompt_agreement(helmet, configs, smollm2, monkeypatch, name, length,
                                            template)
-    assert identical == compared == ROWS
     conformance.record(CATEGORY[name], "prompts", compared, identical)
+    assert identical == compared == ROWS
 
 
 def prompt_agreement(helmet: tuple[ModuleType, ModuleType], configs: ModuleType,

@@ -93,8 +93,8 @@ def test_parse_output_is_helmets(helmet_utils: ModuleType, conformance: Any,
     outputs = [output for output, _ in OUTPUTS]
     differing = [o for o in outputs
                  if helmet_utils.parse_output(o, prefix) != helmet_parse_output(o, prefix)]
-    assert not differing
     conformance.record("HELMET metrics", "outputs", len(outputs), len(outputs) - len(differing))
+    assert not differing
 
 
 @pytest.mark.parametrize("template", [True, False])
@@ -112,8 +112,8 @@ def test_rouge_l_f1_is_helmets(helmet_data: ModuleType, conformance: Any, name: 
         ours = task.score(output, case(tuple(answers), prefix))
         if ours != theirs["rougeL_f1"]:
             differing.append((output, answers, ours, theirs["rougeL_f1"]))
-    assert not differing, differing[:3]
     conformance.record("HELMET metrics", "outputs", len(OUTPUTS), len(OUTPUTS) - len(differing))
+    assert not differing, differing[:3]
 
 
 OPTIONS = ["Mara Vell", "the North Pole", "1902", "a"]
@@ -150,8 +150,8 @@ def test_choice_exact_match_is_helmets(choice_post_process: Callable[..., Any],
         ours = task.score(output, case(tuple(answer), prefix))
         if ours != float(theirs["exact_match"]):
             differing.append((output, answer, ours, theirs["exact_match"]))
-    assert not differing, differing[:3]
     conformance.record("HELMET metrics", "outputs", len(outputs), len(outputs) - len(differing))
+    assert not differing, differing[:3]
 
 
 SUMMARIES = [
@@ -188,8 +188,8 @@ def test_rouge_lsum_f1_is_helmets(helmet_data: ModuleType,
         ours = task.score(output, case(("the long summary", summary), prefix))
         if ours != theirs["rougeLsum_f1"]:
             differing.append((output, ours, theirs["rougeLsum_f1"]))
-    assert not differing, differing[:3]
     conformance.record("HELMET metrics", "outputs", len(outputs), len(outputs) - len(differing))
+    assert not differing, differing[:3]
 
 
 # -- ALCE ----------------------------------------------------------------------------------------
@@ -284,5 +284,5 @@ def test_alce_correctness_and_citations_are_helmets(
                 metrics[HEADLINE] != pytest.approx(headline, abs=1e-12):
             differing.append((output, ours, expected))
     capsys.readouterr()
-    assert not differing, differing[:3]
     conformance.record("HELMET load_alce", "outputs", len(outputs), len(outputs) - len(differing))
+    assert not differing, differing[:3]

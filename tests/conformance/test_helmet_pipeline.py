@@ -159,12 +159,13 @@ def test_the_openai_chat_path_sends_the_user_message_alone_without_a_stop(
         bodies: list[Seen] = server.requests("/chat/completions")
     assert len(bodies) == len(client.sent) == 20
     sent_by_user = {body.body["messages"][0]["content"]: body.body for body in bodies}
-    for helmet_sent in client.sent:
-        body = sent_by_user[helmet_sent["messages"][0]["content"]]
-        assert body["messages"] == helmet_sent["messages"]
+    sent = [(sent_by_user[helmet_sent["messages"][0]["content"]], helmet_sent)
+             for helmet_sent in client.sent]
+    conformance.compare("HELMET load_qa (kilt)", "prompts",
+                        [(body["messages"], helmet_sent["messages"]) for body, helmet_sent in sent])
+    for body, helmet_sent in sent:
         assert helmet_sent["stop"] is None and "stop" not in body
         assert body["max_completion_tokens"] == helmet_sent["max_tokens"] == 20
-    conformance.record("HELMET load_qa (kilt)", "prompts", 20, 20)
 
 
 # -- the shared metrics --------------------------------------------------------------------------
@@ -179,23 +180,20 @@ def _outputs() -> list[tuple[str, list[str]]]:
 
 def test_normalize_answer_and_sub_em_are_helmets(helmet: Helmet, conformance: Any) -> None:
     utils = helmet.utils
-    outputs = _outputs()
-    for output, golds in outputs:
-        assert normalize_answer(output) == utils["normalize_answer"](output)
-        helmet_em = utils["drqa_metric_max_over_ground_truths"](
-            utils["substring_exact_match_score"], output, golds)
-        assert substring_exact_match(output, golds) == float(helmet_em), repr(output[:60])
-    conformance.record("HELMET metrics", "outputs", 2 * len(outputs), 2 * len(outputs))
+    conformance.compare("HELMET metrics", "outputs", [
+        pair for output, golds in _outputs() for pair in (
+            (normalize_answer(output), utils["normalize_answer"](output), repr(output[:60])),
+            (substring_exact_match(output, golds), float(utils[
+                "drqa_metric_max_over_ground_truths"](utils["substring_exact_match_score"],
+                                                      output, golds)), repr(output[:60])))])
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_parse_output_is_helmets(helmet: Helmet, conformance: Any, prefix: str) -> None:
-    outputs = [output for output, _ in _outputs()]
-    for output in outputs:
-        for text in (output, prefix + output):  # as generated, and as eval.py scores it
-            assert helmet_parse_output(text, prefix) == \
-                helmet.utils["parse_output"](text, prefix), repr(text[:60])
-    conformance.record("HELMET metrics", "outputs", 2 * len(outputs), 2 * len(outputs))
+    conformance.compare("HELMET metrics", "outputs", [
+        (helmet_parse_output(text, prefix), helmet.utils["parse_output"](text, prefix),
+         repr(text[:60])) for output, _ in _outputs()
+        for text in (output, prefix + output)])  # as generated, and as eval.py scores it
 
 
 def test_parse_rankings_is_helmets(helmet: Helmet, conformance: Any) -> None:
@@ -203,11 +201,13 @@ def test_parse_rankings_is_helmets(helmet: Helmet, conformance: Any) -> None:
     unparsed here and, in HELMET, a ranking of its whole text, which matches no id."""
     ids = [str(7_000_000 + 37 * i) for i in range(14)]
     outputs = ranking_outputs(ids, ids[::-1], 240, 0) + [o for o, _ in _outputs()]
-    for output in outputs:
-        for text in (output, "Ranking:" + output):
-            mine, theirs = parse_ranking(text), helmet.utils["parse_rankings"](text)
-            if mine is None:
-                assert not any(key.isdigit() for key in theirs) and len(theirs) == 1
-            else:
-                assert mine == theirs, repr(text[:60])
-    conformance.record("HELMET metrics", "outputs", 2 * len(outputs), 2 * len(outputs))
+    parsed = [(parse_ranking(text), helmet.utils["parse_rankings"](text), repr(text[:60]))
+              for output in outputs for text in (output, "Ranking:" + output)]
+    conformance.compare("HELMET metrics", "outputs", [
+        (theirs if mine is None and unparsed(theirs) else mine, theirs, text)
+        for mine, theirs, text in parsed])
+
+
+def unparsed(ranking: dict[str, Any]) -> bool:
+    """HELMET's ranking of an output with no number: its whole text, which matches no id."""
+    return not any(key.isdigit() for key in ranking) and len(ranking) == 1

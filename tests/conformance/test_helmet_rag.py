@@ -178,21 +178,22 @@ def compare_prompts(helmet: Helmet, kilt: Path, smollm2: HFText, conformance: An
     rows, data = helmet_rows(helmet, tmp_path, dataset, kilt / "kilt" / test,
                              kilt / "kilt" / demo)
     groups = by_question(rows)
-    compared = identical = 0
+    prompts, checked = [], []
     for row_index in depths:
         depth = None if row_index is None else 20.0 * row_index
         cases = project_cases(kilt, smollm2, task, length, depth, chat, len(groups))
         for index, (group, case) in enumerate(zip(groups, cases, strict=True)):
             row = group[index % len(group)] if row_index is None else group[row_index]
             text, ids = helmet_prompt(helmet, row, data, smollm2, length, 20, chat)
-            assert case.prompt == text, f"{task} question {index} at {length}, row {row_index}"
-            assert smollm2.prompt_ids(case.prompt) == ids
-            assert case.gold == tuple(row["answers"]) and case.max_new_tokens == 20
-            compared += 1
-            identical += 1
-    assert compared >= SAMPLES and (length != 4096 or task != "kilt_nq" or
-                                    any(c.meta["truncated"] for c in cases))
-    conformance.record(CATEGORY, "prompts", compared, identical)
+            prompts.append((case.prompt, text,
+                            f"{task} question {index} at {length}, row {row_index}"))
+            checked.append(((smollm2.prompt_ids(case.prompt), case.gold, case.max_new_tokens),
+                            (ids, tuple(row["answers"]), 20)))
+    conformance.compare(CATEGORY, "prompts", prompts)
+    for ours, theirs in checked:
+        assert ours == theirs
+    assert len(prompts) >= SAMPLES and (length != 4096 or task != "kilt_nq" or
+                                        any(c.meta["truncated"] for c in cases))
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["raw", "chat-template"])
@@ -221,9 +222,8 @@ def test_run_test_scores_the_outputs_as_the_project_does(
              for position, row in enumerate(group)]
     assert len(order) == len(cases) == len(prompts) == 6 * SAMPLES
     task = builtin_task("kilt_popqa")
-    for case, prompt, text, result in zip(order, prompts, given, results, strict=True):
-        assert case.prompt == prompt
-        assert task.score(text, case) == float(
-            result["substring_exact_match"]), repr(text[:80])
-    conformance.record(CATEGORY, "prompts", len(order), len(order))
-    conformance.record(CATEGORY, "outputs", len(order), len(order))
+    rows = list(zip(order, prompts, given, results, strict=True))
+    conformance.compare(CATEGORY, "prompts", [(case.prompt, prompt) for case, prompt, _, _ in rows])
+    conformance.compare(CATEGORY, "outputs", [
+        (task.score(text, case), float(result["substring_exact_match"]), repr(text[:80]))
+        for case, _, text, result in rows])

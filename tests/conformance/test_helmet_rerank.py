@@ -103,16 +103,17 @@ def test_prompts_are_helmets_byte_for_byte(
     rows = [dict(row) for row in data["data"]][:samples]
     cases = project_cases(msmarco, smollm2, length, samples, chat)
     assert len(rows) == len(cases) == samples
-    for index, (row, case) in enumerate(zip(rows, cases, strict=True)):
-        text, ids = helmet_prompt(helmet, row, data, smollm2, length, 200, chat)
-        assert case.prompt == text, f"row {index} at {length}"
+    helmets = [helmet_prompt(helmet, row, data, smollm2, length, 200, chat) for row in rows]
+    conformance.compare(CATEGORY, "prompts", [
+        (case.prompt, text, f"row {index} at {length}")
+        for index, (case, (text, _)) in enumerate(zip(cases, helmets, strict=True))])
+    for row, case, (_, ids) in zip(rows, cases, helmets, strict=True):
         assert smollm2.prompt_ids(case.prompt) == ids
         assert case.gold == tuple(row["answer"].split(" > "))
         assert case.meta["qrels"] == {pid: int(grade) for pid, grade in row["qrel"]}
         assert case.max_new_tokens == 200 and case.stop == ()
     if length == 4096:
         assert any(case.meta["truncated"] for case in cases)
-    conformance.record(CATEGORY, "prompts", samples, samples)
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["raw", "chat-template"])
@@ -139,9 +140,9 @@ def test_run_test_scores_the_outputs_as_the_project_does(
     prompts, results = run_test(helmet, args, smollm2,
                                 str(folder / "test_reranking_data_k14_dep3.jsonl"),
                                 str(folder / "test_reranking_data_k10_dep3.jsonl"), output)
-    assert prompts == [case.prompt for case in cases]
+    conformance.compare(CATEGORY, "prompts", [
+        (case.prompt, prompt) for case, prompt in zip(cases, prompts, strict=True)])
     task = builtin_task("msmarco_rerank")
-    for case, text, result in zip(cases, given, results, strict=True):
-        assert task.score(text, case) == result["NDCG@10"], repr(text[:80])
-    conformance.record(CATEGORY, "prompts", samples, samples)
-    conformance.record(CATEGORY, "outputs", samples, samples)
+    conformance.compare(CATEGORY, "outputs", [
+        (task.score(text, case), result["NDCG@10"], repr(text[:80]))
+        for case, text, result in zip(cases, given, results, strict=True)])

@@ -7,8 +7,8 @@ own default; the prompts it would send are compared with the project's, byte for
 decision (``model/vllm.py`` and ``model/openai.py`` ``rank_postprocess``) and the accuracy
 (``utils.py`` ``evaluate``) are compared on the same option scores, and the verdict on the same
 per-resample accuracies by the reference's analysis notebook (``playground/analysis_niath.ipynb``
-at the pinned commit, which the pinned copy leaves out: its ``get_one_matrix`` run from its own
-code cells, read from Lifelong-ICL's git history, on results files written from the tables).
+at the pinned commit: its ``get_one_matrix`` run from its own code cells on results files written
+from the tables).
 """
 
 from __future__ import annotations
@@ -307,10 +307,10 @@ def test_lifelong_prompts_are_the_references(drive: Callable[..., ReferenceRun],
         compared, identical = compared + counts[0], identical + counts[1]
         if row["permutation_id"] == row["fewshot_sample_id"] == 0:
             assert_seam(smollm2, context, cell.task)
-    assert identical == compared
     conformance.record(CATEGORY, "prompts", compared, identical,
                        option=None if setting != "remove-same-instruction"
                        else "--haystack-setting remove-same-instruction")
+    assert identical == compared
 
 
 def test_single_task_prompts_are_the_references(drive: Callable[..., ReferenceRun], smollm2: Any,
@@ -328,8 +328,8 @@ def test_single_task_prompts_are_the_references(drive: Callable[..., ReferenceRu
         context = single_task(task, int(row["train_set_id"]), int(row["n_shot_per_class"]))
         counts = compare(call, joined(context), task)
         compared, identical = compared + counts[0], identical + counts[1]
-    assert identical == compared
     conformance.record(CATEGORY, "prompts", compared, identical)
+    assert identical == compared
 
 
 @pytest.mark.parametrize("setting, arguments", [
@@ -362,12 +362,12 @@ def test_repeat_and_random_prompts_are_the_references(
         assert row["task_name"] == name and row["n_repeat"] == repeats
         counts = compare(call, joined(context), cell.task)
         compared, identical = compared + counts[0], identical + counts[1]
+    conformance.record(CATEGORY, "prompts", compared, identical)
     assert identical == compared
     # The released loop reuses its resample variable for the shuffles, records n_repeat - 2 as
     # the resample id and then skips a later resample of that id as "tested": the project
     # measures every resample (docs/fidelity.md, Repeat+Shuffle).
     assert bool(skipped) == (setting == "repeat-shuffle"), skipped
-    conformance.record(CATEGORY, "prompts", compared, identical)
 
 
 def reference_order(plans: dict[str, CellPlan], runner: HaystackMeasure, shuffled: bool
@@ -421,7 +421,7 @@ def test_test_inputs_of_every_task_are_the_references_but_a_trailing_space(
     follows the prompt (docs/fidelity.md, trailing space)."""
     loader = reference("lifelong_icl", "dataloader.single_task").SingleTaskDataloader(None, None)
     compared = identical = 0
-    trailing = set()
+    trailing, other = set(), []
     for folder in sorted(p for p in LLICL.iterdir() if (p / "config.json").is_file()):
         task = load_task(LLICL, folder.name)
         config = json.loads((folder / "config.json").read_text())
@@ -429,12 +429,14 @@ def test_test_inputs_of_every_task_are_the_references_but_a_trailing_space(
         for prompt, row in zip(expected, task.test, strict=True):
             ours = query(task, row)
             compared, identical = compared + 1, identical + (ours == prompt)
-            if ours != prompt:
-                assert ours == prompt.rstrip(" ")
+            if ours == prompt.rstrip(" ") != prompt:
                 trailing.add(task.name)
+            elif ours != prompt:
+                other.append((task.name, ours, prompt))
+    conformance.record(CATEGORY, "prompts", compared, identical)
+    assert not other, other[0]
     assert trailing == {"cola"}
     assert compared - identical == len(load_task(LLICL, "cola").test)
-    conformance.record(CATEGORY, "prompts", compared, identical)
 
 
 # -- the decision, the accuracy, the verdict --------------------------------------------------
@@ -478,8 +480,8 @@ def test_rank_decision_of_vllm_is_the_references(ref: SimpleNamespace, conforman
         ranking = topk_rank.rank_from_top(top, [[i] for i in ids], 0)
         chosen = "NO_PREDICTION" if ranking.choice is None else options[ranking.choice]
         compared, identical = compared + 1, identical + (chosen == expected[0]["prediction"])
-    assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)
+    assert identical == compared
 
 
 def hf_rank_agreement(ref: SimpleNamespace, cases: int = 400) -> tuple[int, int]:
@@ -522,8 +524,8 @@ def test_rank_decision_of_the_hf_backend_is_the_references(ref: SimpleNamespace,
     outside and across the 100th place (``--lceval-rank full`` would decide 'an option' where
     the reference finds none)."""
     compared, identical = hf_rank_agreement(ref)
-    assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)
+    assert identical == compared
 
 
 def test_rank_decision_of_openai_is_the_references(ref: SimpleNamespace, smollm2: Any,
@@ -560,9 +562,9 @@ def test_rank_decision_of_openai_is_the_references(ref: SimpleNamespace, smollm2
         ranking = topk_rank.rank_from_top(top, topk_rank.spellings(smollm2, options), 0)
         chosen = "NO_PREDICTION" if ranking.choice is None else options[ranking.choice]
         compared, identical = compared + 1, identical + (chosen == expected)
+    conformance.record(CATEGORY, "outputs", compared, identical)
     assert compared >= 200
     assert identical == compared
-    conformance.record(CATEGORY, "outputs", compared, identical)
 
 
 def test_accuracy_is_the_references(ref: SimpleNamespace, conformance: Any) -> None:
@@ -583,8 +585,8 @@ def test_accuracy_is_the_references(ref: SimpleNamespace, conformance: Any) -> N
         accuracy, _, ood = ref.utils.evaluate(args, labels, answers, list(options))
         same = scored.accuracy == accuracy and scored.no_prediction / size == ood
         compared, identical = compared + 1, identical + same
-    assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)
+    assert identical == compared
 
 
 NOTEBOOK_TASKS = 8
@@ -685,6 +687,6 @@ def test_verdict_is_the_references(drive: Callable[..., ReferenceRun],
         assert life["fewshot_sample_id"].tolist() == pairs["train_set_id"].tolist()
         tables.append((life["accuracy"].tolist(), pairs["accuracy"].tolist()))
     compared, identical = verdict_agreement(lifelong_notebook, tables, tmp_path)
+    conformance.record(CATEGORY, "outputs", compared, identical)
     assert compared >= 300
     assert identical == compared
-    conformance.record(CATEGORY, "outputs", compared, identical)

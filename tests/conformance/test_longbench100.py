@@ -139,8 +139,8 @@ def test_rule_scores_are_the_references(ref: SimpleNamespace, task: str, conform
             expected = reference_score(ref, SYNTHETIC[task], output, golds)
             compared += 1
             identical += project.score(output, ours) == expected
-    assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)
+    assert identical == compared
 
 
 JUDGED = {
@@ -180,9 +180,9 @@ def test_original_metrics_are_the_references(ref: SimpleNamespace, task: str,
             ours = project.score(output, case(golds))
             compared += 1
             identical += round(100 * ours, 2) == round(100 * expected, 2)
+    conformance.record(CATEGORY, "outputs", compared, identical)
     assert compared >= 200
     assert identical == compared
-    conformance.record(CATEGORY, "outputs", compared, identical)
 
 
 class Judge:
@@ -222,8 +222,8 @@ def test_judged_scores_are_the_references(ref: SimpleNamespace, conformance: Any
         ours = rubrics.SUMMARY.score([replies["fluency"], replies["precision"]],
                                                   case(["The expert summary."]), [])
         compared, identical = compared + 1, identical + (ours == expected)
-    assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)
+    assert identical == compared
 
 
 # -- prompts ----------------------------------------------------------------------------------
@@ -510,8 +510,8 @@ def test_prompts_are_the_references(ref: SimpleNamespace, smollm2: Any, task: st
             if probes:
                 probe = project.probe(case, context)  # type: ignore[attr-defined]
                 compared, identical = compared + 1, identical + (probes == [probe.prompt])
-    assert identical == compared
     conformance.record(CATEGORY, "prompts", compared, identical)
+    assert identical == compared
 
 
 # -- LongScore --------------------------------------------------------------------------------
@@ -596,9 +596,9 @@ def test_longscore_is_the_references(ref: SimpleNamespace, conformance: Any) -> 
                  and score is not None and abs(100 * score - sum(original["m"][1:-1]) /
                                                len(LONG)) < 1e-9)
         compared, identical = compared + 1, identical + close
+    conformance.record(CATEGORY, "outputs", compared, identical)
     assert compared >= 200
     assert identical == compared
-    conformance.record(CATEGORY, "outputs", compared, identical)
 
 
 def base_pooling_agreement(ref: SimpleNamespace, tables: int = 120) -> tuple[int, int]:
@@ -640,8 +640,8 @@ def test_longscore_base_is_pooled_as_the_released_code_scores_it(ref: SimpleName
     (the per-length mean, ``--longscore-base-mean per-length``, differed by up to 8.9 points on
     a task there, as issue #34 measured it)."""
     compared, identical = base_pooling_agreement(ref)
-    assert identical == compared
     conformance.record(CATEGORY, "outputs", compared, identical)
+    assert identical == compared
 
 
 BASES = {
@@ -689,8 +689,8 @@ def test_base_prompts_are_the_references(ref: SimpleNamespace, smollm2: Any, tas
         if probes:
             probe = project.probe(case, context)  # type: ignore[attr-defined]
             compared, identical = compared + 1, identical + (probes == [probe.prompt])
-    assert identical == compared
     conformance.record(CATEGORY, "prompts", compared, identical)
+    assert identical == compared
 
 
 def test_generation_budgets_are_the_references(ref: SimpleNamespace) -> None:

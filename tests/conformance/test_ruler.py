@@ -261,13 +261,12 @@ def test_niah_prompts_are_rulers_contexts_in_helmets_template(
         rows.append({"context": context, "query": query, "outputs": list(case.gold),
                      "type_needle_v": task.wording.kind})
     expected = helmet_ruler_prompts(HELMET_NAMES[task_name], rows)
-    identical = sum(case.prompt == want for case, want in zip(cases, expected, strict=True))
-    for case, want in zip(cases, expected, strict=True):
-        assert case.prompt == want
     option = None if placement == "depths" else "--lceval-niah-placement ruler"
-    conformance.record("RULER", "prompts", len(cases), identical, option)
+    pairs = [(case.prompt, want) for case, want in zip(cases, expected, strict=True)]
     if commit == HELMET_RULER:  # HELMET's prompts are the same for both
-        conformance.record("HELMET load_ruler", "prompts", len(cases), identical, option)
+        conformance.record("HELMET load_ruler", "prompts", len(pairs),
+                           sum(ours == theirs for ours, theirs in pairs), option)
+    conformance.compare("RULER", "prompts", pairs, option)
 
 
 @pytest.mark.skipif(not HAS_ESSAYS, reason=f"no essays at {SHARED_DATA / 'pg_essays'}")
@@ -288,8 +287,8 @@ def test_niah_haystack_size_is_rulers_search(
     (``size_search``)."""
     compared, identical = size_agreement(niah(HELMET_RULER), helmet_data, essays[1], smollm2,
                                          tmp_path, task_name)
-    assert identical == compared > 0
     conformance.record("RULER", "choices", compared, identical)
+    assert identical == compared > 0
 
 
 def size_agreement(generator: ModuleType, helmet_data: ModuleType, words: list[str],
@@ -388,7 +387,7 @@ def test_recall_scores_are_helmets_and_rulers(task_name: str, smollm2: Any,
     cases.append(dataclasses.replace(cases[0], gold=(*words, *cases[0].gold[2:])))
     rng = random.Random(task_name)
     helmet = helmet_data.load_ruler(HELMET_NAMES[task_name], _one_row(tmp_path))
-    scored = identical = ruler_identical = 0
+    helmets, rulers = [], []
     for case in cases:
         for output in hostile_outputs(case.gold, rng):
             ours = task.score(output, case)
@@ -396,27 +395,22 @@ def test_recall_scores_are_helmets_and_rulers(task_name: str, smollm2: Any,
             theirs, _ = helmet["post_process"]({"output": case.meta["output_prefix"] + output},
                                                {"answer": list(case.gold)})
             ruler = eval_metrics.string_match_all([output], [list(case.gold)])
-            assert ours == theirs["ruler_recall"], (output[:80], case.gold)
-            assert round(string_match_all(output, case.gold) * 100, 2) == ruler
-            scored += 1
-            identical += ours == theirs["ruler_recall"]
-            ruler_identical += round(string_match_all(output, case.gold) * 100, 2) == ruler
-    assert scored >= 200
-    conformance.record("HELMET load_ruler", "outputs", scored, identical)
-    conformance.record("RULER", "outputs", scored, ruler_identical)
+            helmets.append((ours, theirs["ruler_recall"], (output[:80], case.gold)))
+            rulers.append((round(string_match_all(output, case.gold) * 100, 2), ruler))
+    conformance.compare("HELMET load_ruler", "outputs", helmets)
+    conformance.compare("RULER", "outputs", rulers)
+    assert len(helmets) >= 200
 
 
 def test_string_match_part_is_rulers(eval_metrics: ModuleType, conformance: Any) -> None:
     rng = random.Random(3)
-    scored = identical = 0
+    scores = []
     for _ in range(20):
         golds = [f"{rng.randrange(10**6, 10**7)}" for _ in range(rng.randint(1, 4))]
-        for output in hostile_outputs(golds, rng):
-            ours = round(string_match_part(output, golds) * 100, 2)
-            assert ours == eval_metrics.string_match_part([output], [golds])
-            scored += 1
-            identical += 1
-    conformance.record("RULER", "outputs", scored, identical)
+        scores += [(round(string_match_part(output, golds) * 100, 2),
+                    eval_metrics.string_match_part([output], [golds]))
+                   for output in hostile_outputs(golds, rng)]
+    conformance.compare("RULER", "outputs", scores)
 
 
 def _one_row(tmp: Path) -> str:
@@ -456,19 +450,18 @@ def test_json_kv_prompts_and_scores_are_helmets(helmet_data: ModuleType, smollm2
     config = Path(helmet_data.__file__).parent / "configs" / "recall.yaml"
     loaded = helmet_data.load_json_kv(str(path), shots=yaml.safe_load(config.read_text())["shots"])
     expected = [loaded["prompt_template"].format(**row) for row in loaded["data"]]
-    for case, want in zip(cases, expected, strict=True):
-        assert case.prompt == want
-    conformance.record("HELMET load_json_kv", "prompts", len(cases), len(cases))
+    conformance.compare("HELMET load_json_kv", "prompts",
+                        [(case.prompt, want) for case, want in zip(cases, expected, strict=True)])
     rng = random.Random(5)
-    scored = 0
+    scores = []
     for case, row in zip(cases, loaded["data"], strict=True):
         for output in hostile_outputs(case.gold, rng):
             theirs, _ = loaded["post_process"]({"output": case.meta["output_prefix"] + output},
                                                row)
-            assert task.score(output, case) == theirs["substring_exact_match"], output[:80]
-            scored += 1
-    assert scored >= 200
-    conformance.record("HELMET load_json_kv", "outputs", scored, scored)
+            scores.append((task.score(output, case), theirs["substring_exact_match"],
+                           output[:80]))
+    conformance.compare("HELMET load_json_kv", "outputs", scores)
+    assert len(scores) >= 200
 
 
 def _demos(rest: str) -> Iterator[tuple[str, str]]:

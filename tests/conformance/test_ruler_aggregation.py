@@ -74,12 +74,10 @@ def check(cases: list[tuple[int, Case]], rows: list[dict[str, Any]], name: str, 
           helmet_ruler_prompts: Callable[..., list[str]], conformance: Any) -> None:
     """The project's prompts equal what HELMET builds from RULER's fields."""
     expected = helmet_ruler_prompts(HELMET_NAMES[name], rows)
-    identical = 0
-    for (_, case), want in zip(cases, expected, strict=True):
-        assert case.prompt == want
-        identical += 1
-    conformance.record("RULER", "prompts", len(cases), identical, option(commit))
-    conformance.record("HELMET load_ruler", "prompts", len(cases), identical, option(commit))
+    pairs = [(case.prompt, want) for (_, case), want in zip(cases, expected, strict=True)]
+    conformance.record("HELMET load_ruler", "prompts", len(pairs),
+                       sum(ours == theirs for ours, theirs in pairs), option(commit))
+    conformance.compare("RULER", "prompts", pairs, option(commit))
 
 
 def seeded(seeds: list[str]) -> Callable[[object], random.Random]:
@@ -285,8 +283,8 @@ def test_sizes_are_rulers_search(ruler: Callable[..., ModuleType], smollm2: Any,
     tries are made of the case's own draws where RULER searches once per file with its own
     (``benchmarks/ruler/size_search.py``)."""
     compared, identical = sizes_agreement(ruler, helmet_data, smollm2, tmp_path)
-    assert identical == compared > 0
     conformance.record("RULER", "choices", compared, identical)
+    assert identical == compared > 0
 
 
 def sizes_agreement(ruler: Callable[..., ModuleType], helmet_data: ModuleType, smollm2: Any,

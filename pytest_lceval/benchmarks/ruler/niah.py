@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ...foundation.data import ESSAY_FOLDER, Fallbacks
 from ...foundation.grid import Cell
 from ...results.records import Case
 from ...results.score_metric import STRING_MATCH_ALL, ScoreMetric
@@ -150,6 +151,12 @@ class NiahTask:
         single = self.values == 1 and self.queries == 1
         self.uses_depth = single and not self.sampled
         self.wording = Wording(self.value_kind, multi=not single)
+
+    @property
+    def fallbacks(self) -> Fallbacks:
+        """An essay haystack without pg_essays/ is made of the self-made essays."""
+        return ((ESSAY_FOLDER, "its haystacks are the self-made essays"),) \
+            if self.haystack == "essay" else ()
 
     def build(self, cell: Cell, context: BuildContext) -> list[Case]:
         return [self._case(cell, context, index) for index in range(cell.samples)]

@@ -21,6 +21,8 @@ from .prompts import SETTINGS
 
 T = TypeVar("T")
 
+LLICL_FOLDER = "llicl"
+"""The data directory's folder of Task Haystack's tasks; the offline pack stands in without it."""
 OFFLINE_PACK = FIXTURES / "llicl_offline"
 DEFAULTS = {"tasks": "main16", "permutations": 5, "resamples": 5, "test_size": 100}
 OFFLINE_DEFAULTS = {"tasks": "all", "permutations": 1, "resamples": 3, "test_size": 4}
@@ -137,10 +139,10 @@ def resolve(config: pytest.Config, core: Settings) -> HaystackSettings:
 
 def _data_root(core: Settings) -> tuple[Path, str]:
     """--lceval-data's llicl/ first, then the fetched one, else the offline pack."""
-    if core.data_dir is not None and (core.data_dir / "llicl").is_dir():
-        return core.data_dir / "llicl", "data:llicl"
-    if core.fetched_data is not None and (core.fetched_data / "llicl").is_dir():
-        return core.fetched_data / "llicl", "cache:llicl"
+    if core.data_dir is not None and (core.data_dir / LLICL_FOLDER).is_dir():
+        return core.data_dir / LLICL_FOLDER, f"data:{LLICL_FOLDER}"
+    if core.fetched_data is not None and (core.fetched_data / LLICL_FOLDER).is_dir():
+        return core.fetched_data / LLICL_FOLDER, f"cache:{LLICL_FOLDER}"
     return OFFLINE_PACK, "fixtures:llicl_offline"
 
 

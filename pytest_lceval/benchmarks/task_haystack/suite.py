@@ -3,11 +3,11 @@ measurement, its verdict (the paired t-test, a criterion of its own) and its ses
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ...foundation.criterion import Assessment, Evidence, Need, VerdictPolicy
-from ...foundation.data import DataError
+from ...foundation.data import ESSAY_FOLDER, DataError, Fallbacks
 from ...foundation.grid import Cell
 from ...foundation.measurement import Measurement
 from ...models.stored import StoredModel
@@ -16,7 +16,7 @@ from ...results.score_metric import ScoreMetric
 from ...run.evaluation import Evaluator
 from ...run.suite import Suite
 from ...settings import Settings
-from .config import HaystackSettings
+from .config import LLICL_FOLDER, HaystackSettings
 from .data import available_tasks, load_task
 from .metrics import HaystackMetrics
 from .plan import SUITE, HaystackCell, cells, tested_inputs
@@ -82,9 +82,14 @@ class HaystackSuite(Suite):
                          f"tasks hold fewer test inputs (as few as {short[fewest]}: {fewest}) "
                          f"and are tested on all they hold; the plan counts those")
         if hs.offline:
-            lines.append("haystack: no llicl/ in --lceval-data: running the self-made offline "
-                         f"pack with reduced defaults ({hs.reduced or 'none'})")
+            lines.append("haystack: running the self-made offline pack with reduced defaults "
+                         f"({hs.reduced or 'none'})")
         return lines
+
+    def fallbacks(self, tasks: Collection[str]) -> Fallbacks:
+        prose = ((ESSAY_FOLDER, "the random setting's prose is the self-made essays"),) \
+            if "random" in self.settings.settings else ()
+        return ((LLICL_FOLDER, "its tasks are the self-made offline pack"), *prose)
 
     def summarize(self, run_dir: Path, results: list[CellResult]) -> list[str]:
         return write_reports(run_dir, results).summary_lines if results else []

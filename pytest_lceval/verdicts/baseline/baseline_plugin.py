@@ -1,5 +1,7 @@
-"""The pytest side of saved runs: options, the criterion and the coverage gate registered, saving
-at session end (the criterion itself is ``criterion.py``)."""
+"""The pytest side of saved runs: options, the criterion and the coverage gate registered, what
+the plan tells before the first cell (scores outside their metric's range, a save that would
+replace a baseline of more cells), saving at session end, only from a complete run (the
+criterion itself is ``criterion.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,11 @@ from typing import Any
 import pytest
 
 from ...results.cells import CellResult, Judgement
+from ...run.plan import PlannedCell
+from ...run.suite import suites_of
+from ...run.writable import check_writable
 from ...settings import SETTINGS, Settings, convert, lookup, option_value
+from ..verdict import INCOMPLETE, RunVerdict
 from .criterion import (
     DEFAULT_MIN_COVERAGE,
     DEFAULT_MIN_DROP,
@@ -18,7 +24,14 @@ from .criterion import (
     BaselineOptions,
     cell_status,
 )
-from .saved import baseline_path, load_run, save_run
+from .saved import (
+    SaveRefused,
+    baseline_path,
+    check_ranges,
+    check_replacing,
+    load_run,
+    save_run,
+)
 
 COVERAGE = "baseline_coverage"
 CELLS_NAMED = 5
@@ -31,7 +44,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="NAME",
                     help="save this run's per-case scores as baseline NAME "
                          "(<--lceval-out>/baselines/NAME.json) or to a .json PATH; once per run, "
-                         "and never over the baseline it is compared with")
+                         "only from a complete run, and never over the baseline it is compared "
+                         "with nor over one of more measured cells")
     group.addoption("--lceval-compare", dest="lceval_compare", default=None,
                     metavar="NAME|PATH",
                     help="fail cells that got significantly worse than a saved run")
@@ -117,6 +131,7 @@ def pytest_lceval_configure(config: pytest.Config, settings: Settings) -> None:
     options = resolve_options(config, settings)
     config.stash[OPTIONS] = options
     if options.save is not None:
+        check_writable(options.save.parent, "--lceval-save")  # written at the end, after the cells
         config.stash[RAN_HERE] = _RanHere()
         config.pluginmanager.register(config.stash[RAN_HERE], "lceval-baseline-ran-here")
 
@@ -194,16 +209,68 @@ RAN_HERE = pytest.StashKey[_RanHere]()
 
 
 @pytest.hookimpl
+def pytest_lceval_plan(config: pytest.Config, plan: dict[str, PlannedCell]) -> list[str] | None:
+    """What the plan already tells about the saved runs, before any model answers: scores of
+    the compared baseline outside their metric's range, and a save that would replace a
+    baseline of more measured cells than this run selects."""
+    options = config.stash.get(OPTIONS, None)
+    if options is None:
+        return None
+    if options.compare is not None:
+        suites = suites_of(config)
+        metrics = {nodeid: suites[cell.suite].metric_for(cell.task)
+                   for nodeid, cell in plan.items()
+                   if nodeid in options.compare.cells and cell.suite in suites}
+        try:
+            check_ranges(options.compare, metrics)
+        except ValueError as exc:
+            raise pytest.UsageError(f"pytest-lceval: --lceval-compare: {exc}") from None
+    if options.save is not None:
+        try:
+            check_replacing(options.save, len(plan), counted="this run can measure")
+        except SaveRefused as exc:
+            raise pytest.UsageError(f"pytest-lceval: --lceval-save {options.save.stem}: "
+                                    f"{exc}; {_another_name(options.save)}") from None
+    return None
+
+
+def _another_name(path: Path) -> str:
+    return (f"save under another name (e.g. --lceval-save {path.stem}-2), or remove {path} "
+            f"to replace it")
+
+
+@pytest.hookimpl
 def pytest_lceval_session_finish(config: pytest.Config, run_dir: Path,
-                                 results: list[CellResult]) -> None:
+                                 results: list[CellResult], verdict: RunVerdict) -> None:
     options = config.stash.get(OPTIONS, None)
     if options is None or options.save is None:
         return
     ran = config.stash[RAN_HERE].nodeids
     mine = [result for result in results if result.nodeid in ran]
-    replaced = save_run(options.save, mine, config.stash[SETTINGS], run_dir)
+    line = _save(options.save, mine, config.stash[SETTINGS], run_dir, verdict)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        path = options.save
-        reporter.write_line(f"lceval: saved baseline {path.stem!r} ({len(mine)} cells) to {path}"
-                            + (f", replacing {replaced}" if replaced else ""))
+        reporter.write_line(f"lceval: {line}")
+
+
+def _save(path: Path, mine: list[CellResult], settings: Settings, run_dir: Path,
+          verdict: RunVerdict) -> str:
+    """Save the cells this run measured, only from a complete run and never over a baseline
+    of more; the line that says what was saved, or why nothing was."""
+    measured = [result for result in mine if result.scores]
+    left_out = len(mine) - len(measured)
+    kept = f" ({path} is kept as it was)" if path.exists() else ""
+    refused = f"baseline {path.stem!r} not saved: "
+    if verdict.outcome == INCOMPLETE:
+        return (f"{refused}this run is {verdict.reasons()[0]}; a baseline is saved only from "
+                f"a complete run: run it to its end{kept}")
+    if not measured:
+        return (f"{refused}none of this run's {len(mine)} cells was measured ({mine[0].reason}"
+                f"){kept}" if mine else f"{refused}this run measured no cell{kept}")
+    try:
+        replaced = save_run(path, measured, settings, run_dir, left_out)
+    except SaveRefused as exc:
+        return f"{refused}{exc}; {_another_name(path)}"
+    unmeasured = f"; {left_out} not measured, left out" if left_out else ""
+    return (f"saved baseline {path.stem!r} ({len(measured)} cells{unmeasured}) to {path}"
+            + (f", replacing {replaced}" if replaced else ""))

@@ -6,24 +6,28 @@ design holds over every cell of a task and of a suite: each case pairs with the 
 of the same request hash, whatever its length and depth, so the pairs of all compared cells pool
 into one paired test (the same McNemar / sign-flip test as a cell's, ``stats.paired_comparison``).
 
-The family-wise error of the gate stays at alpha by a fixed sequence: the suite's pooled test is
-tested first at alpha; only when it rejects are the suite's tasks tested, with Holm's correction
-over the tasks at alpha. A level fails when its drop is significant (Holm-adjusted for tasks) and
-at least ``--lceval-min-drop``. The price of the sequence: a task that lost while the suite's
-other tasks gained as much (the suite's pooled mean unchanged) is shown in its row, but fails
-nothing.
+The suite's pooled test and one test per task form one family, tested by Holm's weighted
+procedure (``stats.holm``): the suite starts with half of alpha, the tasks share the other half
+equally, and each level rejected hands its share on to the others. The family-wise error stays
+at alpha, and a task is tested at alpha / (2 x tasks) or better whatever the suite's net change:
+a task that collapsed while the others gained as much fails its gate although the suite's
+pooled mean did not move. Once the suite's test rejects, the tasks are tested as plain Holm over
+the tasks at alpha. A level fails when its drop is significant (Holm-adjusted) and at least
+``--lceval-min-drop``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...results.cells import CellResult, Judgement
 from ...settings import Settings
 from ..stats import ALPHA, PairedComparison, holm, paired_comparison
+from ..verdict import GateResult
 from .criterion import cell_status, verdict
 from .saved import SavedRun, pair_scores
 
@@ -33,6 +37,16 @@ COMPARED = frozenset({"regressed", "small-drop", "improved", "inconclusive", "un
 """Cell statuses of the baseline criterion that paired the cell's cases (the others did not)."""
 TASKS_NAMED = 4
 """Tasks the task gate's message names before "and N more"."""
+SUITE_SHARE = 0.5
+"""The suite test's share of alpha before any level is rejected; the tasks share the rest."""
+
+
+def levels_alpha(tasks: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """(the suite's, each task's) level before any rejection: what the plan's power is stated
+    at. A suite of one task is its task: the suite is tested at alpha, and no task apart."""
+    if tasks <= 1:
+        return alpha, alpha
+    return alpha * SUITE_SHARE, alpha * (1 - SUITE_SHARE) / tasks
 
 
 @dataclass
@@ -79,75 +93,106 @@ def decide(name: str, suite: str, tasks: dict[str, Pairs], min_drop: float,
         everything.current += pairs.current
         everything.cells += pairs.cells
     whole = paired_comparison(everything.baseline, everything.current, min_drop, alpha)
-    gates = [Judgement(SUITE_GATE, not whole.regressed,
+    compared = {task: paired_comparison(p.baseline, p.current, min_drop, alpha)
+                for task, p in tasks.items()} if len(tasks) > 1 else {}
+    suite_alpha, task_alpha = levels_alpha(len(tasks), alpha)
+    adjusted = holm([whole.p_value, *(c.p_value for c in compared.values())],
+                    [suite_alpha, *(task_alpha for _ in compared)])
+    tested = replace(whole, p_value=adjusted[0]) if compared else whole
+    rule = (f"the suite's paired cases, pooled over its cells, did not drop significantly "
+            f"({_family(len(compared), alpha)}) by at least {min_drop:g} (--lceval-compare, "
+            f"--lceval-min-drop)")
+    gates = [Judgement(SUITE_GATE, not tested.regressed,
                        f"{suite} pooled over {everything.cells} compared cells: "
-                       + _said(whole, name),
-                       {"baseline": name, **_numbers(whole, everything.cells)},
-                       rule=f"the suite's paired cases, pooled over its cells, did not drop "
-                            f"significantly (alpha {alpha:g}) by at least {min_drop:g} "
-                            f"(--lceval-compare, --lceval-min-drop)")]
-    if len(tasks) > 1:
-        gates.append(_task_gate(name, suite, tasks, whole, min_drop, alpha))
+                       + _said(whole, tested, name),
+                       {"baseline": name, **_numbers(whole, everything.cells, tested)},
+                       rule=rule)]
+    if compared:
+        gates.append(_task_gate(name, suite, tasks, {
+            task: (c, replace(c, p_value=p)) for (task, c), p in zip(compared.items(),
+                                                                     adjusted[1:], strict=True)},
+            min_drop, alpha))
     return gates
 
 
-def _task_gate(name: str, suite: str, tasks: dict[str, Pairs], whole: PairedComparison,
+def _family(tasks: int, alpha: float) -> str:
+    """How the suite's levels share alpha, in words."""
+    if not tasks:
+        return f"alpha {alpha:g}"
+    suite_alpha, task_alpha = levels_alpha(tasks, alpha)
+    return (f"Holm over the suite and its {tasks} tasks at alpha {alpha:g}: the suite from "
+            f"{suite_alpha:.2g}, each task from {task_alpha:.2g}")
+
+
+def _task_gate(name: str, suite: str, tasks: dict[str, Pairs],
+               compared: dict[str, tuple[PairedComparison, PairedComparison]],
                min_drop: float, alpha: float) -> Judgement:
-    """Holm over the suite's tasks, reached only when the suite's pooled test rejected."""
-    compared = {task: paired_comparison(p.baseline, p.current, min_drop, alpha)
-                for task, p in tasks.items()}
-    adjusted = dict(zip(compared, holm([c.p_value for c in compared.values()]), strict=True))
-    reached = whole.significant
-    failed = [task for task, c in compared.items()
-              if reached and adjusted[task] < alpha and -c.difference >= min_drop - 1e-12]
-    properties: dict[str, Any] = {"baseline": name, "tested": reached, "tasks": {
-        task: {**_numbers(c, tasks[task].cells), "p_holm": adjusted[task]}
-        for task, c in compared.items()}}
-    head = f"{suite} per task (Holm over {len(tasks)} tasks, alpha {alpha:g})"
-    rule = (f"no task's pooled cases dropped significantly (Holm over the tasks, after the "
-            f"suite's test rejected) by at least {min_drop:g} (--lceval-min-drop)")
-    if not reached:
-        return Judgement(TASK_GATE, True, f"{head}: not tested, the suite's pooled test found "
-                         f"no significant change (tested first, so the error stays at alpha)",
-                         properties, rule=rule)
+    """The tasks of the suite, each at its Holm-adjusted p (``compared``: each task's own test
+    and the same with its adjusted p), whatever the suite's own test found."""
+    failed = [task for task, (_, tested) in compared.items() if tested.regressed]
+    properties: dict[str, Any] = {"baseline": name, "regressed": failed, "tasks": {
+        task: _numbers(c, tasks[task].cells, tested) for task, (c, tested) in compared.items()}}
+    head = f"{suite} per task ({_family(len(tasks), alpha)})"
+    rule = (f"no task's pooled cases dropped significantly ({_family(len(tasks), alpha)}) by "
+            f"at least {min_drop:g} (--lceval-min-drop)")
     if not failed:
-        worst = min(compared, key=lambda task: compared[task].difference)
+        worst = min(compared, key=lambda task: compared[task][0].difference)
         return Judgement(TASK_GATE, True, f"{head}: no task dropped significantly by at least "
                          f"--lceval-min-drop {min_drop:g}; the largest drop: {worst} "
-                         f"{_change(compared[worst], adjusted[worst])}", properties, rule=rule)
-    named = ", ".join(f"{task} {_change(compared[task], adjusted[task])}"
-                      for task in failed[:TASKS_NAMED])
+                         f"{_change(*compared[worst])}", properties, rule=rule)
+    named = ", ".join(f"{task} {_change(*compared[task])}" for task in failed[:TASKS_NAMED])
     more = f" and {len(failed) - TASKS_NAMED} more" if len(failed) > TASKS_NAMED else ""
     return Judgement(TASK_GATE, False, f"{head}: {len(failed)} regressed by at least "
                      f"--lceval-min-drop {min_drop:g}: {named}{more}", properties, rule=rule)
 
 
-def _change(comparison: PairedComparison, adjusted: float) -> str:
+def regressions(gates: Iterable[GateResult]) -> dict[str, tuple[str, ...]]:
+    """What the comparison's gates found regressed, by suite: the tasks its task gate failed,
+    or () for a suite whose pooled drop failed its gate while no task's alone did."""
+    found: dict[str, tuple[str, ...]] = {}
+    for gate in gates:
+        if gate.passed or gate.name not in (SUITE_GATE, TASK_GATE):
+            continue
+        tasks = tuple(gate.judgement.properties.get("regressed", ())) \
+            if gate.name == TASK_GATE else ()
+        found[gate.suite] = found.get(gate.suite, ()) + tasks
+    return found
+
+
+def _change(comparison: PairedComparison, tested: PairedComparison) -> str:
     c = comparison
     return (f"{c.baseline:.3f} -> {c.current:.3f} ({c.difference:+.3f}, N={c.n}, "
-            f"Holm p={adjusted:.3g})")
+            f"p={_p(c.p_value)}, Holm p={_p(tested.p_value)})")
 
 
-def _said(comparison: PairedComparison, name: str) -> str:
-    """What the pooled test measured, and its verdict."""
+def _p(value: float) -> str:
+    return "none" if math.isnan(value) else f"{value:.3g}"
+
+
+def _said(comparison: PairedComparison, tested: PairedComparison, name: str) -> str:
+    """What the pooled test measured, and its verdict at its Holm-adjusted p (``tested``)."""
     c = comparison
     level = round(100 * (1 - c.alpha))
+    adjusted = "" if tested.p_value == c.p_value else f", Holm p={_p(tested.p_value)}"
     head = (f"{c.current:.3f} vs {c.baseline:.3f} in baseline {name!r}, difference "
             f"{c.difference:+.3f} ({level}% CI {c.ci_low:+.3f} to {c.ci_high:+.3f}), "
             f"{'exact McNemar' if c.test == 'mcnemar-exact' else 'sign-flip'} "
-            f"p={c.p_value:.3g} ({c.worse} worse, {c.better} better), N={c.n}")
+            f"p={c.p_value:.3g}{adjusted} ({c.worse} worse, {c.better} better), N={c.n}")
     detectable = "none" if math.isinf(c.mde) else f"{c.mde:.3f}"
-    return verdict(c, head, f"{c.min_drop:g}", f"smallest detectable drop: {detectable}")
+    return verdict(tested, head, f"{c.min_drop:g}", f"smallest detectable drop: {detectable}")
 
 
-def _numbers(comparison: PairedComparison, cells: int) -> dict[str, Any]:
-    """The level's numbers for JUnit and summary.json (strict JSON: no inf, no NaN)."""
+def _numbers(comparison: PairedComparison, cells: int,
+             tested: PairedComparison) -> dict[str, Any]:
+    """The level's numbers for JUnit and summary.json (strict JSON: no inf, no NaN); its status
+    at its Holm-adjusted p (``tested``)."""
     c = comparison
-    return {"status": c.status, "test": c.test, "cells": cells, "n": c.n,
+    return {"status": tested.status, "test": c.test, "cells": cells, "n": c.n,
             "baseline_score": round(c.baseline, 6), "score": round(c.current, 6),
             "diff": round(c.difference, 6), "ci_low": _finite(c.ci_low),
             "ci_high": _finite(c.ci_high), "p": _finite(c.p_value, None),
-            "mde": _finite(c.mde), "min_drop": c.min_drop}
+            "p_holm": _finite(tested.p_value, None), "mde": _finite(c.mde),
+            "min_drop": c.min_drop}
 
 
 def _finite(value: float, digits: int | None = 6) -> float | None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -17,7 +17,10 @@ from filelock import FileLock
 from ... import __version__
 from ...results import strict_json
 from ...results.cells import CellResult
+from ...results.score_metric import ScoreMetric, range_text
+from ...results.whole_file import write_whole
 from ...settings import Settings
+from ...store.repair import HEADER as SQLITE_HEADER
 
 FORMAT = "pytest-lceval-baseline"
 FORMAT_VERSION = 1
@@ -59,6 +62,8 @@ class SavedRun:
     created: str
     cells: dict[str, SavedCell]
     """By nodeid."""
+    run: str = ""
+    """The run folder it was saved from; "" when not recorded."""
 
 
 # -- the file -------------------------------------------------------------------------------
@@ -73,12 +78,19 @@ def baseline_path(value: str, out_root: Path) -> Path:
     return out_root / BASELINES_DIR / f"{value}.json"
 
 
-def save_run(path: Path, results: list[CellResult], settings: Settings,
-             run_dir: Path) -> str | None:
-    """Write a saved run: to a file of this process first, then moved over ``path``, so a
-    crash leaves no half file; under a lock, so two runs saving one name at once write one
-    after the other. Returns what the save replaced ("the baseline run X saved at T"), or
-    None for a new file."""
+class SaveRefused(ValueError):
+    """Saving would lose a better baseline, or a file that is not one: the message says what
+    the save would replace, and the plugin adds the fix (another name)."""
+
+
+def save_run(path: Path, results: list[CellResult], settings: Settings, run_dir: Path,
+             left_out: int = 0) -> str | None:
+    """Write a saved run of ``results`` (every one measured; ``left_out``: the run's cells that
+    were not): whole, to a file of its own renamed over ``path``, so that the old baseline is
+    there until the new one is; under a lock, so that two runs saving one name at once write
+    one after the other, each deciding on the file the other left. Returns what the save
+    replaced ("the one run X saved at T"), or None for a new file; raises SaveRefused when it
+    would replace a baseline with less (``check_replacing``)."""
     models = sorted({r.model for r in results})
     fingerprints = sorted({r.fingerprint for r in results})
     payload = {
@@ -97,25 +109,35 @@ def save_run(path: Path, results: list[CellResult], settings: Settings,
         },
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     with FileLock(str(path.with_name(path.name + ".lock"))):
-        replaced = _written_by(path)
-        partial.write_text(strict_json.dumps(payload, indent=1, sort_keys=True),
-                           encoding="utf-8")
-        partial.replace(path)
+        replaced = check_replacing(path, len(results), left_out)
+        write_whole(path, strict_json.dumps(payload, indent=1, sort_keys=True))
     return replaced
 
 
-def _written_by(path: Path) -> str | None:
-    """Who wrote the baseline at ``path``, as the line about replacing it says; None when
-    there is none."""
+def check_replacing(path: Path, cells: int, left_out: int = 0,
+                    counted: str = "this run measured") -> str | None:
+    """Whether a save of ``cells`` measured cells (and ``left_out`` not measured) may replace
+    what ``path`` holds: nothing, or a baseline of at most as many measured cells, and only
+    from a run that measured every cell (``counted`` says what ``cells`` counts). Returns who
+    wrote the baseline replaced, as the line about replacing it says; None when there is none;
+    raises SaveRefused otherwise."""
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return f"the one run {data.get('run', '(not recorded)')} saved at {data['created']}"
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return "a file that was not a readable baseline"
+        old = load_run(path)
+    except ValueError as exc:
+        raise SaveRefused(f"{path} holds something other than a readable baseline "
+                          f"({exc})") from None
+    measured = sum(bool(cell.scores) for cell in old.cells.values())
+    if left_out:
+        raise SaveRefused(f"it would replace baseline {old.name!r} ({measured} measured cells) "
+                          f"with a run that left {left_out} of its "
+                          f"{cells + left_out} cells unmeasured")
+    if cells < measured:
+        raise SaveRefused(f"it would replace baseline {old.name!r} ({measured} measured cells, "
+                          f"saved at {old.created}) with the {cells} cells {counted}")
+    return f"the one run {old.run or '(not recorded)'} saved at {old.created}"
 
 
 def load_run(path: Path) -> SavedRun:
@@ -126,7 +148,7 @@ def load_run(path: Path) -> SavedRun:
             f"no saved runs in {path.parent}"
         raise ValueError(f"{path} does not exist ({listing}); save one with --lceval-save=NAME")
     try:
-        data = strict_json.loads(path.read_text(encoding="utf-8"))
+        data = strict_json.loads(_baseline_text(path))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -140,7 +162,25 @@ def load_run(path: Path) -> SavedRun:
                     run.get("fingerprint", str), run.get("seed", int),
                     run.get("package_version", str), run.get("settings", dict),
                     run.get("created", str),
-                    {str(nodeid): _cell(path, str(nodeid), cell) for nodeid, cell in cells.items()})
+                    {str(nodeid): _cell(path, str(nodeid), cell) for nodeid, cell in cells.items()},
+                    run.get("run", str, ""))
+
+
+def _baseline_text(path: Path) -> str:
+    """The file's text, or a ValueError naming the file and what it holds instead (a store
+    written there by ``--lceval-store`` is not UTF-8: its bytes are not the message)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read ({exc.strerror})") from None
+    if data.startswith(SQLITE_HEADER):
+        raise ValueError(f"{path} is a SQLite database (a store, as --lceval-store writes), "
+                         f"not a saved run")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not a text file (byte {data[exc.start]:#04x} at "
+                         f"{exc.start} is not UTF-8), not a saved run") from None
 
 
 class _Fields:
@@ -156,8 +196,7 @@ class _Fields:
         self.data = data
 
     def fail(self, name: str, problem: str) -> ValueError:
-        return ValueError(f"{self.where}field {name!r} {problem}; save the baseline again "
-                          f"with --lceval-save")
+        return _field_error(self.where, name, problem)
 
     def get(self, name: str, kind: type[T], default: T | None = None) -> T:
         if name not in self.data or (self.data[name] is None and default is not None):
@@ -177,6 +216,24 @@ class _Fields:
             if not _number(value) or not math.isfinite(value):
                 raise self.fail(name, f"holds {value!r} at case {index}, not a finite number")
         return tuple(float(value) for value in values)
+
+
+def _field_error(where: str, name: str, problem: str) -> ValueError:
+    return ValueError(f"{where}field {name!r} {problem}; save the baseline again with "
+                      f"--lceval-save")
+
+
+def check_ranges(saved: SavedRun, metrics: Mapping[str, ScoreMetric]) -> None:
+    """Every saved score of the cells in ``metrics`` (by nodeid, the metric this run's cell is
+    on) lies in its metric's range, or a ValueError names the file, the cell and the case: a
+    hand-edited 1.5 on a 0-1 metric would pair as a drop no model can make."""
+    for nodeid, metric in metrics.items():
+        cell = saved.cells.get(nodeid)
+        for index, score in enumerate(cell.scores if cell is not None else ()):
+            if not metric.low <= score <= metric.high:
+                raise _field_error(f"{saved.path}: cell {nodeid!r}: ", "scores", (
+                    f"holds {score:g} at case {index}, outside the range "
+                    f"{range_text(metric.range)} of its metric {metric.name}"))
 
 
 T = TypeVar("T")
