@@ -16,6 +16,7 @@ from .foundation.cpu_wait import sleep_when_idle
 from .foundation.data import DataError
 from .foundation.grid import Cell, format_depth, format_length
 from .models import grid_profile
+from .models.backend import BaseBackend
 from .models.base import Backend
 from .models.model_args import args_text
 from .models.reference_tokenizer import reference_header
@@ -281,6 +282,8 @@ def lc_evaluator(pytestconfig: pytest.Config, lc_settings: Settings,
                           run_dir, judge_panel(pytestconfig, lc_model.store, lc_model.backend),
                           scoring, pytestconfig.stash.get(BOARD, None))
     yield evaluator
+    if isinstance(lc_model.backend, BaseBackend):
+        lc_model.calls.by_endpoint = lc_model.backend.answered_by()
     write_usage(run_dir, "model", lc_model.calls)
     for role, calls in (evaluator.judges.used() if evaluator.judges else {}).items():
         write_usage(run_dir, role, calls)

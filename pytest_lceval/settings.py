@@ -687,6 +687,8 @@ def resolve_serving(config: pytest.Config) -> ServingOptions:
                               "Give a whole number >= 1."),
         executor=get("lceval_vllm_executor", _one_of(VLLM_EXECUTORS), None,
                      f"Use {' or '.join(VLLM_EXECUTORS)}."),
+        compile=get("lceval_vllm_compile", _one_of(("on", "off")), "on", "Use on or off.")
+        == "on",
         gpu_memory=get("lceval_gpu_memory", _fraction, None, "Give a fraction such as 0.5."),
     )
 

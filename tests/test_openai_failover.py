@@ -8,6 +8,7 @@ one killed mid-run, through a whole pytest run and its store.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -121,6 +122,7 @@ def test_a_replica_that_dies_mid_run_hands_its_requests_to_the_other(
     dropped = {seen.body["prompt"] for seen in dying.requests("/completions")} - \
         set(first.answered)
     assert dropped and dropped <= set(second.answered)  # the cut-off ones were answered there
+    assert model.answered_by() == {dying.url: 2, survivor.url: 10}  # each answer counted once
 
 
 def test_a_rested_replica_is_tried_again(pair: tuple[FakeServer, FakeServer],
@@ -311,3 +313,9 @@ def test_two_servers_one_killed_mid_run_every_request_answered_once(
     assert requests == 4
     assert store_rows(store) == (requests, requests)  # each request answered, none twice
     assert 1 <= doomed.answered() < requests <= doomed.answered() + survivor.answered()
+    usage = [line for line in result.outlines if line.startswith("lceval: model:")]
+    by_endpoint = re.search(r"by endpoint: (\S+) (\d+), (\S+) (\d+)$", usage[0])
+    assert by_endpoint, usage
+    said = {by_endpoint[1]: int(by_endpoint[2]), by_endpoint[3]: int(by_endpoint[4])}
+    assert set(said) == {doomed.url, survivor.url} and sum(said.values()) == requests
+    assert said[survivor.url] == survivor.answered()  # what it logged, from the client's side

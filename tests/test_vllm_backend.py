@@ -97,10 +97,11 @@ def test_engine_settings(fake_vllm: types.ModuleType, smollm2: Path) -> None:
     assert kwargs["enable_prefix_caching"] is True and kwargs["tensor_parallel_size"] == 2
     assert kwargs["dtype"] == "float32" and kwargs["gpu_memory_utilization"] == 0.4
     assert kwargs["max_logprobs"] == topk_rank_k() == 100  # the reference's logprobs=100
-    assert kwargs["pipeline_parallel_size"] == 1
+    assert kwargs["pipeline_parallel_size"] == 1 and kwargs["enforce_eager"] is False
     assert "distributed_executor_backend" not in kwargs  # vLLM chooses
     facts = backend.describe()
     assert facts["engine"] == "vllm 0.0-fake" and facts["prefix_caching"] == "on"
+    assert facts["compile"] == "on"
     assert facts["executor"] == "vLLM's choice"
     assert backend.context_window == 8192
 
@@ -147,10 +148,22 @@ def test_pipeline_stages_and_executor_share_answers(fake_vllm: types.ModuleType,
     assert fingerprint(tensor_parallel=2) != one_gpu
 
 
+def test_an_eager_engine_keeps_answers_of_its_own(fake_vllm: types.ModuleType,
+                                                  smollm2: Path) -> None:
+    """--lceval-vllm-compile off: vLLM's enforce_eager, whose kernels may round otherwise than
+    the compiled ones, so neither its answers nor its engine card are shared."""
+    compiled = load_backend(f"vllm:{smollm2}", LoadOptions())
+    eager = load_backend(f"vllm:{smollm2}", LoadOptions(serving=ServingOptions(compile=False)))
+    assert len(FakeLLM.made) == 2 and FakeLLM.made[1].kwargs["enforce_eager"] is True
+    assert eager.fingerprint != compiled.fingerprint
+    assert eager.describe()["compile"] == "off (eager)"
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (["--lceval-pipeline-parallel", "0"], "--lceval-pipeline-parallel (from "
                                           "--lceval-pipeline-parallel): must be at least 1"),
     (["--lceval-vllm-executor", "slurm"], "choose one of mp, ray. Use mp or ray."),
+    (["--lceval-vllm-compile", "no"], "choose one of on, off. Use on or off."),
     (["--lceval-tensor-parallel", "2", "--lceval-pipeline-parallel", "2", "--lceval-gpus",
       "0,1,2"], "each worker needs 4 GPUs"),
     (["--lceval-tensor-parallel", "8", "--lceval-pipeline-parallel", "2", "--lceval-gpus",
@@ -170,7 +183,7 @@ def test_header_shows_the_engine_layout(pytester: pytest.Pytester) -> None:
                                 "--lceval-pipeline-parallel", "2", "--lceval-vllm-executor",
                                 "ray", "--lceval-gpus", "none", "--collect-only")
     result.stdout.fnmatch_lines(["lceval: vllm tensor_parallel=8 pipeline_parallel=2 "
-                                 "executor=ray gpu_memory=auto"])
+                                 "executor=ray gpu_memory=auto compile=on"])
 
 
 def topk_rank_k() -> int:

@@ -57,6 +57,12 @@ class BaseBackend(ABC):
     def describe(self) -> dict[str, str]:
         """Short facts for the report header (model, device, dtype, engine...)."""
 
+    def answered_by(self) -> dict[str, int]:
+        """Requests each server answered so far, for a backend that spreads them over replicas
+        (the run's usage line says how the work was shared, and where failover moved it); {}
+        for one that answers in one place."""
+        return {}
+
 
 def model_unavailable(spec: str, exc: BaseException,
                       option: str = "--model") -> ModelUnavailable:

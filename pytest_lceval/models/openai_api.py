@@ -197,6 +197,11 @@ class OpenAIBackend(BaseBackend):
             "engine": f"openai-python {openai.__version__}",
         }
 
+    def answered_by(self) -> dict[str, int]:
+        if len(self._endpoints) == 1:
+            return {}
+        return {endpoint.url: endpoint.answered for endpoint in self._endpoints}
+
     # -- generate ------------------------------------------------------------------------------
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
@@ -371,6 +376,7 @@ class OpenAIBackend(BaseBackend):
         while (index := batch.take(endpoint.url)) is not None:
             try:
                 batch.results[index] = function(batch.items[index])
+                endpoint.count_answer()
             except _EndpointDown as down:
                 endpoint.rests_until = time.monotonic() + ENDPOINT_REST
                 batch.give_back(index, endpoint.url, down)
@@ -434,16 +440,22 @@ class _EndpointDown(Exception):
 
 
 class _Endpoint:
-    """One server: its client, its ``threads`` (each bound to it by ``bind``), and the time
-    before which it gets no new work because it failed."""
+    """One server: its client, its ``threads`` (each bound to it by ``bind``), the time
+    before which it gets no new work because it failed, and how many requests it answered."""
 
     def __init__(self, client: openai.OpenAI, threads: int,
                  bind: Callable[[_Endpoint], None]) -> None:
         self.client = client
         self.url = endpoint_of(client)
         self.rests_until = 0.0
+        self.answered = 0
+        self._lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lceval-openai",
                                        initializer=bind, initargs=(self,))
+
+    def count_answer(self) -> None:
+        with self._lock:  # the endpoint's threads answer at once
+            self.answered += 1
 
 
 class _Batch(Generic[T, A]):

